@@ -1,0 +1,192 @@
+"""Partition assignors of Kafka's ZooKeeper high-level consumer, as pure functions of a snapshot.
+
+Every member of a ZooKeeper-balanced group runs the assignor independently on its own view of the group and
+only claims its own result; correctness therefore depends on every member computing *the same* global answer.
+That is why these classes are deterministic functions of an :class:`AssignmentContext` and why each one can
+produce the whole group's assignment (``assign_group``), which tests compare against each member's ``assign``.
+
+Three strategies are provided:
+
+* ``range`` - Kafka's ``RangeAssignor`` (per topic, contiguous blocks).
+* ``roundrobin`` - the 0.8.2 ``RoundRobinAssignor``, including its precondition that all topics have identical
+  thread sets.
+* ``roundrobin-0.10.2`` - the KAFKA-2434 rewrite that accepts heterogeneous subscriptions.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from typing import ClassVar
+
+from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
+
+__all__ = [
+    "ASSIGNORS",
+    "AssignmentError",
+    "PartitionAssignor",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+    "RoundRobinAssignorV0102",
+    "get_assignor",
+    "java_string_hashcode",
+]
+
+
+class AssignmentError(ValueError):
+    """The snapshot cannot be assigned by this strategy (Kafka fails the rebalance attempt in this case)."""
+
+
+def java_string_hashcode(s: str) -> int:
+    """Java ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, as a signed 32-bit int.
+
+    The 0.8.2 roundrobin order is defined by this hash, so it must match the JVM bit for bit: Java iterates
+    UTF-16 code units, so characters outside the BMP contribute their two surrogates, not one code point.
+    """
+    h = 0
+    for ch in s:
+        unit = ord(ch)
+        if unit > 0xFFFF:  # supplementary character: Java stores and hashes a surrogate pair
+            unit -= 0x10000
+            h = (31 * h + (0xD800 | (unit >> 10))) & 0xFFFFFFFF
+            unit = 0xDC00 | (unit & 0x3FF)
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _fmt_threads(threads: Iterable[ConsumerThreadId]) -> str:
+    return "[" + ", ".join(str(t) for t in threads) + "]"
+
+
+def _hash_ordered_pairs(ctx: AssignmentContext, topics: Iterable[str]) -> list[TopicPartition]:
+    """All pairs of ``topics`` in ascending Java hash order of ``"[topic,partition]"``.
+
+    Kafka sorts stably but feeds the pairs in ``HashMap`` iteration order, so hash ties are JVM-specific.
+    We break ties deterministically by ``(topic, partition)`` so every member of a Python group agrees.
+    """
+    pairs = [TopicPartition(t, p) for t in topics for p in ctx.partitions_for_topic.get(t, ())]
+    return sorted(pairs, key=lambda tp: (java_string_hashcode(str(tp)), tp))
+
+
+class PartitionAssignor(abc.ABC):
+    """Common interface: compute the group's assignment from one member's snapshot."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
+        """Return every member's assignment; each id in ``ctx.consumers`` has an entry, possibly empty."""
+
+    def assign(self, ctx: AssignmentContext) -> Assignment:
+        """Return only the partitions owned by threads of ``ctx.consumer_id`` (Kafka's ``assign``)."""
+        mine = self.assign_group(ctx).get(ctx.consumer_id, {})
+        return {tp: th for tp, th in mine.items() if th.consumer == ctx.consumer_id}
+
+    @staticmethod
+    def _empty_result(ctx: AssignmentContext) -> dict[str, Assignment]:
+        return {consumer: {} for consumer in ctx.consumers}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class RangeAssignor(PartitionAssignor):
+    """Per topic, split the sorted partitions into contiguous blocks over the string-sorted threads.
+
+    Topics are independent, so lexicographically small thread ids (``c-0``, ``c-1``, ``c-10``...) get the
+    extra partitions of every topic; that skew is Kafka's behaviour and is reproduced on purpose.
+    """
+
+    name = "range"
+
+    def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
+        result = self._empty_result(ctx)
+        for topic, topic_threads in ctx.consumers_for_topic.items():
+            threads = sorted(topic_threads)
+            partitions = ctx.partitions_for_topic.get(topic, ())
+            if not threads:
+                continue
+            per_thread, extra = divmod(len(partitions), len(threads))
+            for i, thread in enumerate(threads):
+                start = per_thread * i + min(i, extra)
+                count = per_thread + (1 if i < extra else 0)
+                owned = result.setdefault(thread.consumer, {})
+                for p in partitions[start : start + count]:
+                    owned[TopicPartition(topic, p)] = thread
+        return result
+
+
+class RoundRobinAssignor(PartitionAssignor):
+    """Kafka 0.8.2's roundrobin: deal hash-ordered pairs to one common, string-sorted thread list.
+
+    It is only well-defined when every topic has the same thread set (same topics for every member and one
+    stream count per member), so it refuses anything else - and, like Kafka, a group with no topic at all.
+    """
+
+    name = "roundrobin"
+
+    def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
+        topics = sorted(ctx.consumers_for_topic)
+        if not topics:
+            raise AssignmentError("roundrobin requires at least one subscribed topic; the group has none")
+        first = topics[0]
+        common = frozenset(ctx.consumers_for_topic[first])
+        for topic in topics[1:]:
+            other = frozenset(ctx.consumers_for_topic[topic])
+            if other != common:
+                raise AssignmentError(
+                    "roundrobin requires every topic to have the same consumer threads; "
+                    f"topic {first!r} has {_fmt_threads(sorted(common))} "
+                    f"but {topic!r} has {_fmt_threads(sorted(other))}"
+                )
+        threads = sorted(common)
+        if not threads:
+            raise AssignmentError(f"roundrobin found no consumer threads for topic {first!r}")
+        result = self._empty_result(ctx)
+        for k, tp in enumerate(_hash_ordered_pairs(ctx, topics)):
+            thread = threads[k % len(threads)]
+            result.setdefault(thread.consumer, {})[tp] = thread
+        return result
+
+
+class RoundRobinAssignorV0102(PartitionAssignor):
+    """Kafka 0.10.2's roundrobin (KAFKA-2434): one circular cursor over the union of all threads.
+
+    For each hash-ordered pair the cursor skips threads not subscribed to the pair's topic, so heterogeneous
+    subscriptions work; with homogeneous ones it reduces exactly to the 0.8.2 dealing order.
+    """
+
+    name = "roundrobin-0.10.2"
+
+    def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
+        subscribers = {t: frozenset(ths) for t, ths in ctx.consumers_for_topic.items() if ths}
+        threads = sorted(set().union(*subscribers.values()))
+        result = self._empty_result(ctx)
+        cursor = 0
+        # Topics nobody has a thread for are skipped: Kafka would spin forever looking for a subscriber.
+        for tp in _hash_ordered_pairs(ctx, sorted(subscribers)):
+            wanted = subscribers[tp.topic]
+            while threads[cursor] not in wanted:
+                cursor = (cursor + 1) % len(threads)
+            thread = threads[cursor]
+            cursor = (cursor + 1) % len(threads)
+            result.setdefault(thread.consumer, {})[tp] = thread
+        return result
+
+
+ASSIGNORS: dict[str, type[PartitionAssignor]] = {
+    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, RoundRobinAssignorV0102)
+}
+
+
+def get_assignor(name: str) -> PartitionAssignor:
+    """Instantiate the assignor called ``name``.
+
+    Kafka silently falls back to range for any unknown ``partition.assignment.strategy``; here a typo is an
+    error, and a config layer that wants Kafka's leniency can map unknown values to ``"range"`` itself.
+    """
+    try:
+        return ASSIGNORS[name]()
+    except KeyError:
+        allowed = ", ".join(repr(n) for n in ASSIGNORS)
+        raise ValueError(f"unknown partition assignment strategy {name!r}; allowed: {allowed}") from None

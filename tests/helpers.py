@@ -1,0 +1,99 @@
+"""Test helpers: bounded waits, a timeout-bounded kazoo probe, and a real server-side session expiry."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+T = TypeVar("T")
+CALL_TIMEOUT = 10.0
+# kazoo's default reconnect backoff grows to an hour; tests want to notice a recovered server at once.
+TEST_CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 0.5}
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 20.0, interval: float = 0.05, message: str = "") -> T:
+    """Poll `condition` until it returns something truthy; fail with `message` (and the last value) on timeout."""
+    deadline = time.monotonic() + timeout
+    last: T = condition()
+    while not last:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message or condition}; last={last!r}")
+        time.sleep(interval)
+        last = condition()
+    return last
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class ZkProbe:
+    """A kazoo client for assertions: every call is bounded (a synchronous call while SUSPENDED can hang)."""
+
+    def __init__(self, hosts: str, session_timeout: float = 10.0, client_id: tuple[int, bytes] | None = None):
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=dict(TEST_CONNECTION_RETRY),
+                                  client_id=client_id)
+        self.client.start(timeout=CALL_TIMEOUT)
+
+    def get(self, path: str) -> bytes | None:
+        try:
+            return self.client.get_async(path).get(timeout=CALL_TIMEOUT)[0]
+        except NoNodeError:
+            return None
+
+    def stat(self, path: str):
+        return self.client.exists_async(path).get(timeout=CALL_TIMEOUT)
+
+    def children(self, path: str) -> list[str]:
+        try:
+            return sorted(self.client.get_children_async(path).get(timeout=CALL_TIMEOUT))
+        except NoNodeError:
+            return []
+
+    def exists(self, path: str) -> bool:
+        return self.stat(path) is not None
+
+    def text(self, path: str) -> str | None:
+        data = self.get(path)
+        return None if data is None else data.decode()
+
+    def owners(self, group: str) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> owner thread id, as stored under /consumers/<g>/owners."""
+        result = {}
+        base = f"/consumers/{group}/owners"
+        for topic in self.children(base):
+            for partition in self.children(f"{base}/{topic}"):
+                value = self.text(f"{base}/{topic}/{partition}")
+                if value is not None:
+                    result[(topic, int(partition))] = value
+        return result
+
+    def create(self, path: str, data: bytes = b"", ephemeral: bool = False) -> None:
+        self.client.create_async(path, data, ephemeral=ephemeral, makepath=True).get(timeout=CALL_TIMEOUT)
+
+    def set(self, path: str, data: bytes) -> None:
+        self.client.set_async(path, data).get(timeout=CALL_TIMEOUT)
+
+    def delete(self, path: str) -> None:
+        self.client.delete_async(path).get(timeout=CALL_TIMEOUT)
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+
+def expire_session(hosts: str, client_id: tuple[int, bytes]) -> None:
+    """Force a *real* server-side expiry: a second client joins the session and closes it.
+
+    kazoo's own `expire_session()` only simulates expiry inside the client; the server would keep the
+    session and its ephemeral nodes until the timeout.
+    """
+    intruder = KazooClient(hosts=hosts, client_id=client_id, connection_retry=dict(TEST_CONNECTION_RETRY))
+    intruder.start(timeout=CALL_TIMEOUT)
+    intruder.stop()
+    intruder.close()

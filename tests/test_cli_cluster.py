@@ -1,0 +1,134 @@
+"""`zkconsumer cluster|topic|zk` as a user runs them: separate processes, real servers, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from zkconsumer.embedded.process import ProcessRecord, is_running
+
+CLI = [sys.executable, "-m", "zkconsumer"]
+
+
+def run(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+def our_processes(state: dict) -> list[ProcessRecord]:
+    records = [ProcessRecord.from_dict(n["process"]) for n in state["ensemble"]["nodes"]]
+    records += [ProcessRecord.from_dict(state[k]["process"] if k == "broker" else state[k])
+                for k in ("broker", "registrar") if state.get(k)]
+    return records
+
+
+def test_three_server_cluster_status_topic_tree_and_down(tmp_path: Path):
+    base = tmp_path / "cluster"
+    up = run("cluster", "up", "--zk-servers", "3", "--dir", str(base))
+    assert "zookeeper.connect=127.0.0.1:" in up.stdout and "bootstrap.servers=127.0.0.1:" in up.stdout
+    state = json.loads((base / "state.json").read_text())
+    records = our_processes(state)
+    try:
+        status = run("cluster", "status", "--dir", str(base)).stdout
+        modes = [line.rsplit(" ", 1)[1] for line in status.splitlines() if line.startswith("zookeeper server")]
+        assert sorted(modes) == ["follower", "follower", "leader"], status
+        assert " up" in next(line for line in status.splitlines() if line.startswith("broker"))
+
+        zk = state["zookeeper.connect"]
+        assert "created topic clicks" in run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk).stdout
+        assert "already exists" in run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk).stdout
+        assert "topics: clicks" in run("cluster", "status", "--dir", str(base)).stdout
+        tree = run("zk", "tree", "/brokers", "--zookeeper", zk).stdout
+        assert "/brokers/ids/111 [ephemeral owner=0x" in tree
+        assert '/brokers/topics/clicks/partitions/2/state = {"controller_epoch":1,"leader":111' in tree
+    finally:
+        down = run("cluster", "down", "--dir", str(base), check=False)
+    assert down.returncode == 0, down.stderr
+    assert not any(is_running(r) for r in records)
+    again = run("cluster", "down", "--dir", str(base), check=False)
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "no cluster" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["cluster", "up", "--bogus"], "No such option"),
+        (["cluster", "up", "--zk-servers", "0"], "--zk-servers"),
+        (["topic", "create", "t"], "--partitions"),
+        (["zk", "tree", "nopath", "--zookeeper", "127.0.0.1:1"], "must start with '/'"),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], expected: str):
+    result = run(*args, check=False)
+    assert result.returncode == 2
+    assert expected in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_occupied_port_is_refused_without_leaving_processes(tmp_path: Path, zk_server):
+    taken = zk_server.nodes[0].client_port
+    result = run("cluster", "up", "--zk-port", str(taken), "--dir", str(tmp_path / "c"), check=False)
+    assert result.returncode == 1
+    assert f"port {taken}" in result.stderr and "--zk-port" in result.stderr
+    assert not (tmp_path / "c" / "state.json").exists()
+
+
+def test_old_java_is_refused(tmp_path: Path):
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    (fake / "java").chmod(0o755)
+    env = {**os.environ, "JAVA_HOME": str(fake.parent)}
+    result = run("cluster", "up", "--dir", str(tmp_path / "c"), check=False, env=env)
+    assert result.returncode == 1 and "Java 11" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_zookeeper_that_never_gets_ready_names_its_log(tmp_path: Path, monkeypatch):
+    # A ZooKeeper without snappy-java answers ruok but never serves: `srvr` readiness must catch it.
+    from zkconsumer.embedded import zookeeper as zkmod
+    from zkconsumer.embedded.process import EmbeddedError
+
+    real_jars = zkmod.pyspark_jar_dir()
+    crippled = tmp_path / "jars"
+    crippled.mkdir()
+    for jar in real_jars.glob("*.jar"):
+        if not jar.name.startswith("snappy-java"):
+            (crippled / jar.name).symlink_to(jar)
+    (crippled / "snappy-java-0.0.0.jar").write_bytes(b"not a jar")
+    monkeypatch.setattr(zkmod, "pyspark_jar_dir", lambda: crippled)
+    ensemble = zkmod.ZooKeeperEnsemble.plan(tmp_path / "zk", 1)
+    with pytest.raises(EmbeddedError, match=r"zookeeper\.log"):
+        ensemble.start(timeout=8)
+    assert not is_running(ensemble.nodes[0].process)
+
+
+def test_docker_compose_file_is_valid():
+    compose = Path(__file__).resolve().parent.parent / "docker-compose.yml"
+    if shutil.which("docker-compose"):
+        cmd = ["docker-compose", "-f", str(compose), "config", "-q"]
+    elif shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True,
+                                                    check=False).returncode == 0:
+        cmd = ["docker", "compose", "-f", str(compose), "config", "-q"]
+    else:
+        pytest.skip("no docker-compose or docker compose client installed to validate docker-compose.yml")
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_cluster_down_after_crash_reports_nothing_running(tmp_path: Path):
+    base = tmp_path / "c"
+    run("cluster", "up", "--no-broker", "--dir", str(base))
+    state = json.loads((base / "state.json").read_text())
+    record = our_processes(state)[0]
+    os.kill(record.pid, 9)
+    wait_for(lambda: not is_running(record), message="zookeeper to die")
+    result = run("cluster", "down", "--dir", str(base))
+    assert "nothing" in result.stdout

@@ -1,0 +1,3 @@
+from zkconsumer.cli import main
+
+main()

@@ -1,0 +1,157 @@
+"""The `zkconsumer` command line: embedded cluster, topics, ZooKeeper inspection, groups, consume/produce.
+
+Errors are one line on stderr and a non-zero exit (usage errors exit 2, failures exit 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from zkconsumer.admin import AdminError, create_topic
+from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir, default_zookeeper
+from zkconsumer.embedded.process import EmbeddedError
+from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
+from zkconsumer.zookeeper.tree import walk
+
+USER_ERRORS: tuple[type[Exception], ...] = (EmbeddedError, AdminError, ZkUnavailableError, ValueError)
+
+
+class OneLineErrors(click.Group):
+    """Print usage and runtime errors as one line instead of click's multi-line usage block."""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(130)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "zkconsumer"
+            click.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
+            sys.exit(2)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except USER_ERRORS as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+def resolve_zookeeper(zookeeper: str | None) -> str:
+    found = zookeeper or default_zookeeper()
+    if not found:
+        raise click.UsageError(
+            "no --zookeeper given and no embedded cluster is running (start one with `zkconsumer cluster up`)"
+        )
+    return found
+
+
+dir_option = click.option("--dir", "base_dir", type=click.Path(path_type=Path), default=None,
+                          help="cluster directory (default .zkconsumer/cluster or $ZKCONSUMER_CLUSTER_DIR)")
+zookeeper_option = click.option("--zookeeper", "zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
+                                help="zookeeper.connect (default: the running embedded cluster)")
+
+
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="log more (-v info, -vv debug)")
+def main(verbose: int) -> None:
+    """Kafka 0.8's ZooKeeper-balanced high-level consumer, rebuilt in Python."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(max(level, logging.WARNING))
+    logging.getLogger("kafka").setLevel(max(level, logging.WARNING))
+
+
+# --- cluster ----------------------------------------------------------------------------------------
+
+@main.group()
+def cluster() -> None:
+    """Run a real ZooKeeper (or ensemble) and the tansu Kafka-protocol broker in the background."""
+
+
+@cluster.command("up")
+@click.option("--zk-servers", type=click.IntRange(1, 9), default=1, show_default=True, help="ZooKeeper servers")
+@click.option("--zk-port", type=click.IntRange(1, 65535), default=None, help="client port (single server only)")
+@click.option("--broker-port", type=click.IntRange(1, 65535), default=None, help="broker port (default: free port)")
+@click.option("--no-broker", is_flag=True, help="start ZooKeeper only")
+@dir_option
+def cluster_up(
+    zk_servers: int, zk_port: int | None, broker_port: int | None, no_broker: bool, base_dir: Path | None
+) -> None:
+    """Start the cluster and return; prints zookeeper.connect and bootstrap.servers."""
+    c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port, with_broker=not no_broker)
+    click.echo(f"zookeeper.connect={c.zookeeper_connect}")
+    if c.bootstrap_servers:
+        click.echo(f"bootstrap.servers={c.bootstrap_servers}")
+    click.echo(f"state: {c.base_dir / 'state.json'}")
+
+
+@cluster.command("status")
+@dir_option
+def cluster_status(base_dir: Path | None) -> None:
+    """Each ZooKeeper server's mode, the broker endpoint, and the topics."""
+    st = EmbeddedCluster.load(base_dir or default_dir()).status()
+    click.echo(f"zookeeper.connect={st.zookeeper_connect}")
+    for server_id, port, mode in st.modes:
+        click.echo(f"zookeeper server {server_id} 127.0.0.1:{port} {mode or 'down'}")
+    if st.bootstrap_servers:
+        click.echo(f"broker 127.0.0.1 bootstrap.servers={st.bootstrap_servers} {'up' if st.broker_alive else 'down'}")
+    click.echo("topics: " + (", ".join(st.topics) if st.topics else "(none)"))
+
+
+@cluster.command("down")
+@dir_option
+def cluster_down(base_dir: Path | None) -> None:
+    """Stop every process the cluster started (by pid)."""
+    stopped = EmbeddedCluster.load(base_dir or default_dir()).down()
+    click.echo("stopped " + (", ".join(stopped) if stopped else "nothing (it was not running)"))
+
+
+# --- topics and ZooKeeper inspection ------------------------------------------------------------------
+
+@main.group()
+def topic() -> None:
+    """Topic administration."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1, 10000), required=True)
+@zookeeper_option
+@click.option("--bootstrap", default=None, help="bootstrap.servers (default: the brokers in ZooKeeper)")
+def topic_create(name: str, partitions: int, zookeeper: str | None, bootstrap: str | None) -> None:
+    """Create a topic on the broker and in ZooKeeper (as a controller would)."""
+    with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+        created = create_topic(zk, name, partitions, bootstrap)
+    click.echo(f"created topic {name} with {partitions} partitions" if created else f"topic {name} already exists")
+
+
+@main.group()
+def zk() -> None:
+    """ZooKeeper inspection."""
+
+
+@zk.command("tree")
+@click.argument("path", default="/")
+@zookeeper_option
+def zk_tree(path: str, zookeeper: str | None) -> None:
+    """Dump PATH and everything below it; ephemeral nodes show their session."""
+    if not path.startswith("/"):
+        raise click.BadParameter(f"{path!r} must start with '/'", param_hint="PATH")
+    with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as client:
+        nodes = list(walk(client, path))
+    if not nodes:
+        raise click.ClickException(f"{path} does not exist")
+    for node in nodes:
+        click.echo(node.format())
+
+
+from zkconsumer import cli_consumer  # noqa: E402  (its commands attach to `main`)
+
+cli_consumer.register(main, zookeeper_option, resolve_zookeeper)

@@ -1,0 +1,178 @@
+"""Bytes <-> records for every znode the consumer reads or writes, byte-compatible with Kafka 0.8.2.
+
+Decoders raise `ZnodeDataError` naming the path and the content, so that a bad node written by another
+client fails one rebalance attempt with a clear log line instead of killing a thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping
+
+from fetcher_manager.broker import Broker
+from rebalance.subscription import STATIC, Registration
+
+
+class ZnodeDataError(ValueError):
+    """A znode holds data we cannot use; the message names the path, the content and what was expected."""
+
+    def __init__(self, path: str, content: bytes | str | None, reason: str) -> None:
+        shown = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+        if shown is not None and len(shown) > 200:
+            shown = shown[:200] + "..."
+        super().__init__(f"bad data in {path}: {reason}; content={shown!r}")
+        self.path = path
+        self.content = content
+        self.reason = reason
+
+
+def json_escape(text: str) -> str:
+    """Kafka's `Utils.JSONEscapeString`: also escapes '/' and U+007F-009F, unlike json.dumps."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\/':
+            out.append("\\" + ch)
+        elif ch in "\b\f\n\r\t":
+            out.append({"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
+        elif code <= 0x1F or 0x7F <= code <= 0x9F:
+            out.append(f"\\u{code:04X}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _parse_json_object(path: str, raw: bytes | None) -> dict:
+    if raw is None:
+        raise ZnodeDataError(path, raw, "the node has no data")
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZnodeDataError(path, raw, f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ZnodeDataError(path, raw, "expected a JSON object")
+    return value
+
+
+# --- consumer registration --------------------------------------------------------------------------
+
+def encode_registration(registration: Registration, timestamp_ms: int | None = None) -> bytes:
+    """Compact JSON with keys in Scala's order: version, subscription, pattern, timestamp (a string).
+
+    Scala's hand-rolled `Json.encode` does not escape strings; topic names cannot need it and the wildcard
+    regex is escaped beforehand with `json_escape`, exactly as `TopicCount` does.
+    """
+    timestamp = registration.timestamp or str(timestamp_ms if timestamp_ms is not None else int(time.time() * 1000))
+    if registration.pattern == STATIC:
+        entries = ",".join(f'"{topic}":{n}' for topic, n in registration.subscription.items())
+    else:
+        entries = ",".join(f'"{json_escape(regex)}":{n}' for regex, n in registration.subscription.items())
+    return (
+        f'{{"version":{registration.version},"subscription":{{{entries}}},'
+        f'"pattern":"{registration.pattern}","timestamp":"{timestamp}"}}'
+    ).encode()
+
+
+def decode_registration(path: str, raw: bytes | None) -> Registration:
+    data = _parse_json_object(path, raw)
+    for key in ("pattern", "subscription"):
+        if key not in data:
+            raise ZnodeDataError(path, raw, f"missing key {key!r} (a Kafka consumer registration needs it)")
+    pattern, subscription = data["pattern"], data["subscription"]
+    if not isinstance(pattern, str) or not isinstance(subscription, dict):
+        raise ZnodeDataError(path, raw, "'pattern' must be a string and 'subscription' an object")
+    counts: dict[str, int] = {}
+    for topic, streams in subscription.items():
+        if isinstance(streams, bool) or not isinstance(streams, int) or streams < 0:
+            raise ZnodeDataError(path, raw, f"stream count for {topic!r} must be a non-negative integer")
+        counts[topic] = streams
+    timestamp = data.get("timestamp")
+    version = data.get("version", 1)
+    return Registration(pattern, counts, None if timestamp is None else str(timestamp),
+                        version if isinstance(version, int) else 1)
+
+
+# --- brokers -----------------------------------------------------------------------------------------
+
+def encode_broker(broker: Broker, timestamp_ms: int | None = None) -> bytes:
+    """Registration as a Kafka 3.x broker in ZooKeeper mode writes it (version 5)."""
+    endpoint = f"PLAINTEXT://{broker.host}:{broker.port}"
+    data = {
+        "features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "endpoints": [endpoint],
+        "jmx_port": -1, "port": broker.port, "host": broker.host, "version": 5,
+        "timestamp": str(timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)),
+    }
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_broker(path: str, broker_id: int, raw: bytes | None) -> Broker:
+    """Versions 1-5: prefer the endpoint whose security protocol is PLAINTEXT, as the old consumer does."""
+    data = _parse_json_object(path, raw)
+    protocol_map = data.get("listener_security_protocol_map") or {}
+    for endpoint in data.get("endpoints") or []:
+        if not isinstance(endpoint, str) or "://" not in endpoint:
+            continue
+        listener, address = endpoint.split("://", 1)
+        if protocol_map.get(listener, listener) != "PLAINTEXT":
+            continue
+        host, _, port = address.rpartition(":")
+        if host and port.isdigit():
+            return Broker(broker_id, host.strip("[]"), int(port))
+    host, port = data.get("host"), data.get("port")
+    if isinstance(host, str) and host and isinstance(port, int) and port > 0:
+        return Broker(broker_id, host, port)
+    raise ZnodeDataError(path, raw, "no PLAINTEXT endpoint and no host/port")
+
+
+# --- topics ------------------------------------------------------------------------------------------
+
+def new_topic_id() -> str:
+    """Kafka's topic id form: a random UUID in unpadded URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def encode_topic(replicas: Mapping[int, list[int]], topic_id: str | None = None) -> bytes:
+    """`/brokers/topics/<t>` as a Kafka 3.x controller writes it (version 3; readers only need `partitions`)."""
+    data = {
+        "partitions": {str(p): list(r) for p, r in sorted(replicas.items())},
+        "topic_id": topic_id or new_topic_id(), "adding_replicas": {}, "removing_replicas": {}, "version": 3,
+    }
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def decode_topic_partitions(path: str, raw: bytes | None) -> list[int]:
+    """Partition ids are the keys of `partitions`, as integers, ascending."""
+    data = _parse_json_object(path, raw)
+    partitions = data.get("partitions")
+    if not isinstance(partitions, dict):
+        raise ZnodeDataError(path, raw, "missing object 'partitions'")
+    try:
+        ids = sorted(int(key) for key in partitions)
+    except ValueError:
+        raise ZnodeDataError(path, raw, "partition keys must be integers") from None
+    if any(p < 0 for p in ids):
+        raise ZnodeDataError(path, raw, "partition ids must not be negative")
+    return ids
+
+
+def encode_partition_state(leader: int, isr: list[int], leader_epoch: int = 0, controller_epoch: int = 1) -> bytes:
+    data = {"controller_epoch": controller_epoch, "leader": leader, "version": 1,
+            "leader_epoch": leader_epoch, "isr": list(isr)}
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+# --- offsets -----------------------------------------------------------------------------------------
+
+def encode_offset(offset: int) -> bytes:
+    return str(offset).encode()
+
+
+def decode_offset(path: str, raw: bytes | None) -> int:
+    text = (raw or b"").decode("utf-8", "replace").strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise ZnodeDataError(path, raw, "an offset must be a decimal integer") from None

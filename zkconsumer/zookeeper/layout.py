@@ -1,0 +1,54 @@
+"""Where things live in ZooKeeper (Kafka 0.8.2 `ZkUtils`, `ZKGroupDirs`, `ZKGroupTopicDirs`).
+
+Owners and offsets are keyed by the bare partition number, as the code (not the old docs) does.
+"""
+
+from __future__ import annotations
+
+CONSUMERS = "/consumers"
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+
+
+def group_dir(group: str) -> str:
+    return f"{CONSUMERS}/{group}"
+
+
+def ids_dir(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def registration_path(group: str, consumer_id: str) -> str:
+    return f"{CONSUMERS}/{group}/ids/{consumer_id}"
+
+
+def owners_dir(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/owners"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+
+
+def offsets_dir(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/offsets"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"

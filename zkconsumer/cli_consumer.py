@@ -1,16 +1,169 @@
-"""CLI commands that drive the consumer: demo (and, as they land, groups, consume, produce)."""
+"""CLI commands that drive the consumer: demo, groups list/describe, consume, produce."""
 
 from __future__ import annotations
 
+import sys
+import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
+
+from zkconsumer.admin import bootstrap_from_zookeeper
+from zkconsumer.zookeeper.client import ZkClient
+
+FORMATS = {
+    "value": "{value}",
+    "kv": "{key}\t{value}",
+    "full": "{topic}\t{partition}\t{offset}\t{key}\t{value}",
+    "offsets": "{topic} {partition} {offset}",
+}
+
+
+def _decode(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _parse_properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    props = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--consumer-property")
+        props[key.strip()] = value.strip()
+    return props
 
 
 def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: Callable[[str | None], str]) -> None:
     @main.command("demo")
     def demo() -> None:
-        """Start the embedded cluster, create a topic, show ZooKeeper, stop everything."""
+        """Start the embedded cluster, produce, consume with a two-member group, show ZooKeeper, stop."""
         from zkconsumer.demo import run_demo
 
         run_demo(click.echo)
+
+    @main.group()
+    def groups() -> None:
+        """Inspect ZooKeeper-based consumer groups (like ConsumerOffsetChecker)."""
+
+    @groups.command("list")
+    @zookeeper_option
+    def groups_list(zookeeper: str | None) -> None:
+        """Every group under /consumers."""
+        from zkconsumer.groups import list_groups
+
+        with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+            for group in list_groups(zk):
+                click.echo(group)
+
+    @groups.command("describe")
+    @zookeeper_option
+    @click.option("--group", required=True)
+    def groups_describe(zookeeper: str | None, group: str) -> None:
+        """Group Topic Pid Offset logSize Lag Owner, one line per partition."""
+        from zkconsumer.groups import describe_group
+        from zkconsumer.logsize import log_end_lookup
+
+        with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+            rows = describe_group(zk, group, log_end_lookup(zk))
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner"):
+            table.add_column(column, no_wrap=True)
+
+        def show(value: object) -> str:
+            return "unknown" if value is None else str(value)
+
+        for row in rows:
+            table.add_row(row.group, row.topic, str(row.partition), show(row.offset), show(row.log_size),
+                          show(row.lag), row.owner or "none")
+        Console(width=200, no_color=True, soft_wrap=True).print(table)
+
+    @main.command("consume")
+    @zookeeper_option
+    @click.option("--group", default=None, help="group.id (default: a fresh console-consumer-<n> group)")
+    @click.option("--topic", default=None, help="topic to consume")
+    @click.option("--whitelist", default=None, help="regex of topics to consume (instead of --topic)")
+    @click.option("--blacklist", default=None, help="regex of topics to skip (instead of --topic)")
+    @click.option("--streams", type=click.IntRange(1, 64), default=1, show_default=True)
+    @click.option("--from-beginning", is_flag=True, help="start at the earliest offset when the group has none")
+    @click.option("--max-messages", type=click.IntRange(1), default=None)
+    @click.option("--timeout-ms", type=int, default=None, help="exit after this long without a message")
+    @click.option("--consumer-id", default=None, help="consumer.id (default: generated)")
+    @click.option("--throttle-ms", type=click.IntRange(0), default=0, help="sleep after each message (simulated work)")
+    @click.option("--consumer-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+    @click.option("--consumer-property", "properties", multiple=True, metavar="KEY=VALUE")
+    @click.option("--format", "fmt", default="value", show_default=True,
+                  help=f"one of {', '.join(FORMATS)} or a template like '{{partition}}:{{offset}} {{value}}'")
+    def consume(zookeeper: str | None, group: str | None, topic: str | None, whitelist: str | None,
+                blacklist: str | None, streams: int, from_beginning: bool, max_messages: int | None,
+                timeout_ms: int | None, consumer_id: str | None, throttle_ms: int, consumer_config: Path | None,
+                properties: tuple[str, ...], fmt: str) -> None:
+        """Consume through a ZooKeeper-balanced group, like kafka-console-consumer --zookeeper."""
+        from zkconsumer import Blacklist, ConsumerConfig, Whitelist, ZookeeperConsumerConnector
+        from zkconsumer.console import run_console
+
+        if sum(x is not None for x in (topic, whitelist, blacklist)) != 1:
+            raise click.UsageError("give exactly one of --topic, --whitelist, --blacklist")
+        props: dict[str, object] = {}
+        if consumer_config is not None:
+            props.update(ConsumerConfig.from_properties(consumer_config).to_properties())
+        props.update({"zookeeper.connect": resolve_zookeeper(zookeeper),
+                      "group.id": group or props.get("group.id") or f"console-consumer-{uuid.uuid4().int % 100000}"})
+        if from_beginning:
+            props["auto.offset.reset"] = "smallest"
+        if timeout_ms is not None:
+            props["consumer.timeout.ms"] = timeout_ms
+        if consumer_id:
+            props["consumer.id"] = consumer_id
+        props.update(_parse_properties(properties))
+        config = ConsumerConfig.from_properties(props)
+        template = FORMATS.get(fmt, fmt)
+
+        def emit(message) -> None:
+            click.echo(template.format(topic=message.topic, partition=message.partition, offset=message.offset,
+                                       key=message.key, value=message.value))
+            sys.stdout.flush()
+
+        with ZookeeperConsumerConnector(config) as connector:
+            if topic is not None:
+                stream_list = connector.create_message_streams({topic: streams}, _decode, _decode)[topic]
+            else:
+                topic_filter = Whitelist(whitelist) if whitelist is not None else Blacklist(blacklist or "")
+                stream_list = connector.create_message_streams_by_filter(topic_filter, streams, _decode, _decode)
+            count = run_console(connector, stream_list, emit, max_messages, throttle_ms)
+        click.echo(f"Processed a total of {count} messages", err=True)
+
+    @main.command("produce")
+    @zookeeper_option
+    @click.option("--bootstrap", default=None, help="bootstrap.servers (default: the brokers in ZooKeeper)")
+    @click.option("--topic", required=True)
+    @click.option("--num-messages", type=click.IntRange(1), default=None, help="generate N messages instead of stdin")
+    @click.option("--key-prefix", default="key", show_default=True, help="generated keys are <prefix>-<i mod keys>")
+    @click.option("--keys", type=click.IntRange(1), default=100, show_default=True)
+    def produce(zookeeper: str | None, bootstrap: str | None, topic: str, num_messages: int | None, key_prefix: str,
+                keys: int) -> None:
+        """Produce test data: one message per stdin line (`key<TAB>value` sets a key), or --num-messages N."""
+        from kafka import KafkaProducer
+
+        if bootstrap is None:
+            with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+                bootstrap = bootstrap_from_zookeeper(zk)
+        producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), linger_ms=5, acks=1)
+        sent = 0
+        started = time.monotonic()
+        try:
+            if num_messages is not None:
+                lines = (f"{key_prefix}-{i % keys}\tmessage-{i}" for i in range(num_messages))
+            else:
+                lines = (line.rstrip("\n") for line in sys.stdin)
+            for line in lines:
+                key, sep, value = line.partition("\t")
+                producer.send(topic, key=key.encode() if sep else None, value=(value if sep else line).encode())
+                sent += 1
+            producer.flush()
+        finally:
+            producer.close()
+        click.echo(f"produced {sent} messages to {topic} in {time.monotonic() - started:.1f} s", err=True)

@@ -249,18 +249,23 @@ class ZkClient:
 
     # --- watches -----------------------------------------------------------------------------------
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> WatchHandle:
-        """Call `callback(children)` now and on every change; re-armed after reconnects. Path must exist."""
+    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, initial: bool = True) -> WatchHandle:
+        """Call `callback(children)` on every change (and now, if `initial`); re-armed after reconnects.
+
+        The path is created if missing. `initial=False` gives zkclient's subscribeChildChanges semantics."""
         handle = WatchHandle()
         first = [True]
 
         def on_change(children: list[str]) -> bool | None:
             if handle.stopped:
                 return False
-            if not first[0]:
-                self._count("watch:children")
+            was_first = first[0]
             first[0] = False
             self._count("get_children")
+            if not was_first:
+                self._count("watch:children")
+            elif not initial:
+                return None
             try:
                 callback(list(children))
             except Exception:
@@ -271,18 +276,21 @@ class ZkClient:
         ChildrenWatch(self._kazoo, path, on_change)
         return handle
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None], None]) -> WatchHandle:
-        """Call `callback(data or None)` now and on every change/creation/deletion of the node."""
+    def watch_data(self, path: str, callback: Callable[[bytes | None], None], *, initial: bool = True) -> WatchHandle:
+        """Call `callback(data or None)` on every change/creation/deletion of the node (and now, if `initial`)."""
         handle = WatchHandle()
         first = [True]
 
         def on_change(data: bytes | None, _stat: object) -> bool | None:
             if handle.stopped:
                 return False
-            if not first[0]:
-                self._count("watch:data")
+            was_first = first[0]
             first[0] = False
             self._count("get_data")
+            if not was_first:
+                self._count("watch:data")
+            elif not initial:
+                return None
             try:
                 callback(data)
             except Exception:

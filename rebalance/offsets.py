@@ -1,0 +1,72 @@
+"""Offsets in ZooKeeper as the 0.8.2 connector keeps them: read before claiming, commit only what changed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+from rebalance.assignment import TopicPartition
+from rebalance.store import GroupStore
+
+log = logging.getLogger(__name__)
+
+
+class ConsumedOffsets(Protocol):
+    """A partition's position as the app has consumed it (fetcher_manager's PartitionTopicInfo)."""
+
+    topic: str
+    partition: int
+
+    @property
+    def consumed_offset(self) -> int: ...
+
+
+class Marker(Protocol):
+    def mark(self, n: int = 1) -> None: ...
+
+
+class OffsetCheckpoints:
+    """Remembers the last offset written or read per partition (`checkpointedZkOffsets`)."""
+
+    def __init__(self, store: GroupStore, consumer_id: str, commits_meter: Marker | None = None) -> None:
+        self.store = store
+        self.consumer_id = consumer_id
+        self.commits_meter = commits_meter
+        self._checkpoints: dict[TopicPartition, int] = {}
+        self._lock = threading.Lock()
+
+    def fetch(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Stored next offsets (-1 where none); each becomes the checkpoint, so an unchanged offset is not rewritten."""
+        offsets = {tp: self.store.read_offset(tp.topic, tp.partition) for tp in partitions}
+        with self._lock:
+            self._checkpoints.update(offsets)
+        return offsets
+
+    def commit(self, infos: Iterable[ConsumedOffsets]) -> int:
+        """Write the consumed offset of every given partition that changed; returns how many were written."""
+        written = 0
+        for info in infos:
+            tp = TopicPartition(info.topic, info.partition)
+            offset = info.consumed_offset
+            with self._lock:
+                unchanged = self._checkpoints.get(tp) == offset
+            if offset < 0 or unchanged:
+                continue
+            self.store.write_offset(tp.topic, tp.partition, offset)
+            with self._lock:
+                self._checkpoints[tp] = offset
+            written += 1
+            if self.commits_meter is not None:
+                self.commits_meter.mark()
+            log.info("%s: committed %s/%d=%d", self.consumer_id, tp.topic, tp.partition, offset)
+        return written
+
+    def reset(self) -> None:
+        with self._lock:
+            self._checkpoints.clear()
+
+    def snapshot(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return dict(self._checkpoints)

@@ -1,0 +1,81 @@
+"""Which partitions this consumer owns: the local registry and its owner znodes (claim, roll back, release)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+
+from fetcher_manager.partition_info import PartitionTopicInfo
+from rebalance.assignment import Assignment, ConsumerThreadId, TopicPartition
+from rebalance.store import GroupStore
+
+log = logging.getLogger(__name__)
+
+
+class Ownership:
+    """The `topicRegistry` of the Scala connector plus the owner-node operations that keep ZooKeeper in step."""
+
+    def __init__(self, store: GroupStore, consumer_id: str) -> None:
+        self.store = store
+        self.consumer_id = consumer_id
+        self._lock = threading.Lock()
+        self._infos: dict[TopicPartition, PartitionTopicInfo] = {}
+        self._owners: dict[TopicPartition, ConsumerThreadId] = {}
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    def infos(self) -> list[PartitionTopicInfo]:
+        with self._lock:
+            return list(self._infos.values())
+
+    def owners(self) -> dict[TopicPartition, ConsumerThreadId]:
+        with self._lock:
+            return dict(self._owners)
+
+    def partitions_by_topic(self) -> dict[str, set[int]]:
+        result: dict[str, set[int]] = {}
+        for tp in self.owners():
+            result.setdefault(tp.topic, set()).add(tp.partition)
+        return result
+
+    # --- changes -----------------------------------------------------------------------------------
+
+    def release_all(self) -> None:
+        """Delete every owner node we hold (missing ones are fine), then forget them."""
+        for tp in sorted(self.owners()):
+            self.store.release(tp.topic, tp.partition)
+            log.info("%s: released partition %s", self.consumer_id, tp)
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop the registry without touching ZooKeeper (after a session expiry the nodes are already gone)."""
+        with self._lock:
+            self._infos.clear()
+            self._owners.clear()
+
+    def claim(self, decision: Assignment) -> bool:
+        """Create an owner node for every decided partition; on any conflict delete this attempt's claims.
+
+        Kafka tries every partition even after a conflict (so the log shows all of them), then rolls back
+        everything it created in this attempt, including nodes accepted because they held our own id.
+        """
+        claimed: list[TopicPartition] = []
+        conflicts: list[TopicPartition] = []
+        for tp in sorted(decision):
+            if self.store.claim(tp.topic, tp.partition, str(decision[tp])):
+                claimed.append(tp)
+                log.info("%s: %s successfully owned partition %s", self.consumer_id, decision[tp], tp)
+            else:
+                conflicts.append(tp)
+                log.info("%s: waiting for the partition ownership of %s to be deleted", self.consumer_id, tp)
+        if conflicts:
+            for tp in claimed:
+                self.store.release(tp.topic, tp.partition)
+            return False
+        return True
+
+    def install(self, decision: Assignment, infos: Mapping[TopicPartition, PartitionTopicInfo]) -> None:
+        with self._lock:
+            self._owners = dict(decision)
+            self._infos = dict(infos)

@@ -1,0 +1,47 @@
+"""What the rebalance listener needs from group storage, as a protocol.
+
+The listener depends on this protocol, not on ZooKeeper: `zkconsumer.zookeeper.group.ZkGroupStore`
+implements it over the one ZooKeeper module, and imports keep pointing one way
+(connector -> rebalance -> fetcher_manager).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from fetcher_manager.broker import Broker
+from rebalance.subscription import Registration
+
+
+class GroupStore(Protocol):
+    group: str
+
+    def registration(self, consumer_id: str) -> Registration:
+        """A member's registration; raises ValueError (naming path and content) if missing or unreadable."""
+
+    def member_ids(self) -> list[str]:
+        """Children of the group's ids dir (unsorted)."""
+
+    def all_topics(self) -> list[str]:
+        """Children of /brokers/topics."""
+
+    def live_brokers(self) -> list[Broker]:
+        """Every registered broker; raises ValueError for unreadable registrations."""
+
+    def partitions_for_topics(self, topics: Iterable[str]) -> dict[str, list[int]]:
+        """topic -> ascending partition ids; a missing topic node gives an empty list."""
+
+    def release(self, topic: str, partition: int) -> None:
+        """Delete the owner node; a missing node is fine."""
+
+    def claim(self, topic: str, partition: int, thread_id: str) -> bool:
+        """Create the ephemeral owner node; False on a conflict (owned by somebody else)."""
+
+    def read_offset(self, topic: str, partition: int) -> int:
+        """The stored next offset, or -1 if none; raises ValueError for a non-numeric node."""
+
+    def write_offset(self, topic: str, partition: int, offset: int) -> None: ...
+
+    def watch_brokers(self, callback: Callable[[], None]) -> None:
+        """Call `callback` on every later change of /brokers/ids (installed once, permanent)."""

@@ -1,0 +1,275 @@
+"""The connector and rebalance listener against the real ZooKeeper of the harness (issue 3)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+
+import pytest
+from helpers import expire_session, unique, wait_for
+
+from rebalance.assignment import AssignmentContext
+from rebalance.assignors import RangeAssignor
+from zkconsumer import (
+    ConsumerConfig,
+    ConsumerRebalanceFailedError,
+    MessageStreamsExistError,
+    Whitelist,
+    ZookeeperConsumerConnector,
+)
+
+
+def make_config(zk_connect: str, group: str, consumer: str | None, **overrides) -> ConsumerConfig:
+    props = {
+        "group.id": group, "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 4000,
+        "rebalance.backoff.ms": 300, "rebalance.max.retries": 20, "auto.commit.enable": False,
+        "auto.offset.reset": "smallest", "refresh.leader.backoff.ms": 100,
+    }
+    if consumer:
+        props["consumer.id"] = consumer
+    props.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return ConsumerConfig.from_properties(props)
+
+
+@pytest.fixture
+def members(cluster):
+    started: list[ZookeeperConsumerConnector] = []
+
+    def start(group: str, consumer: str | None, **overrides) -> ZookeeperConsumerConnector:
+        connector = ZookeeperConsumerConnector(make_config(cluster.zookeeper_connect, group, consumer, **overrides))
+        started.append(connector)
+        return connector
+
+    yield start
+    for connector in started:
+        connector.shutdown()
+
+
+def expected_range(zk, group: str, topics: dict[str, int]) -> dict[tuple[str, int], str]:
+    """What the range assignor gives for the registrations currently in ZooKeeper."""
+    subscriptions = {}
+    for member in zk.children(f"/consumers/{group}/ids"):
+        subscriptions[member] = json.loads(zk.get(f"/consumers/{group}/ids/{member}"))["subscription"]
+    context = AssignmentContext.build("nobody", subscriptions, {t: range(n) for t, n in topics.items()})
+    group_assignment = RangeAssignor().assign_group(context)
+    return {(tp.topic, tp.partition): str(th) for a in group_assignment.values() for tp, th in a.items()}
+
+
+def converged(zk, group: str, topics: dict[str, int]):
+    owners = zk.owners(group)
+    expected = expected_range(zk, group, topics)
+    return owners == expected and len(expected) == sum(topics.values()) and owners
+
+
+def test_worked_example_r1_gives_spec_owner_values(cluster, zk, members):
+    topic = cluster.create_topic(partitions=5)
+    group = unique("g")
+    c1 = members(group, "C1")
+    c1.create_message_streams({topic: 2})
+    c2 = members(group, "C2")
+    c2.create_message_streams({topic: 2})
+    expected = {(topic, 0): f"{group}_C1-0", (topic, 1): f"{group}_C1-0", (topic, 2): f"{group}_C1-1",
+                (topic, 3): f"{group}_C2-0", (topic, 4): f"{group}_C2-1"}
+    wait_for(lambda: zk.owners(group) == expected, message="R1 owners")
+    wait_for(lambda: c1.owned_partitions() == {k: v for k, v in expected.items() if "C1" in v}, message="C1 view")
+    registration = zk.text(f"/consumers/{group}/ids/{group}_C1")
+    assert registration.startswith(f'{{"version":1,"subscription":{{"{topic}":2}},"pattern":"static","timestamp":"')
+    assert zk.stat(f"/consumers/{group}/owners/{topic}/0").ephemeralOwner == c1.zk.session_id
+
+
+def test_worked_example_r2_idle_thread_creates_no_owner(cluster, zk, members):
+    topic = cluster.create_topic(partitions=3)
+    group = "group1" + unique("")
+    members(group, "a").create_message_streams({topic: 1})
+    members(group, "b").create_message_streams({topic: 3})
+    expected = {(topic, 0): f"{group}_a-0", (topic, 1): f"{group}_b-0", (topic, 2): f"{group}_b-1"}
+    wait_for(lambda: zk.owners(group) == expected, message="R2 owners")
+
+
+def test_join_leave_and_session_expiry_converge(cluster, zk, members):
+    topic = cluster.create_topic(partitions=6)
+    group = unique("g")
+    topics = {topic: 6}
+    first = members(group, "m1")
+    first.create_message_streams({topic: 1})
+    wait_for(lambda: converged(zk, group, topics), message="one member owns all")
+    second = members(group, "m2")
+    second.create_message_streams({topic: 2})
+    wait_for(lambda: converged(zk, group, topics), message="two members converge")
+    assert set(zk.owners(group).values()) == {f"{group}_m1-0", f"{group}_m2-0", f"{group}_m2-1"}
+
+    old_session = second.zk.session_id
+    expire_session(cluster.zookeeper_connect, second.zk.session_credentials)
+    wait_for(lambda: second.zk.session_id != old_session and second.zk.connected, message="new session")
+    wait_for(lambda: zk.exists(f"/consumers/{group}/ids/{group}_m2")
+             and zk.stat(f"/consumers/{group}/ids/{group}_m2").ephemeralOwner == second.zk.session_id,
+             message="same id re-registered under the new session")
+    wait_for(lambda: converged(zk, group, topics), message="converge after expiry")
+
+    second.shutdown()
+    wait_for(lambda: converged(zk, group, topics) and set(zk.owners(group).values()) == {f"{group}_m1-0"},
+             message="graceful leave hands everything back")
+    assert first.rebalance_stats.rebalances >= 3
+
+
+def test_partitions_added_to_a_topic_trigger_rebalance(cluster, zk, members):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    member = members(group, "m")
+    member.create_message_streams({topic: 1})
+    wait_for(lambda: len(zk.owners(group)) == 2, message="2 partitions owned")
+    zk.set(f"/brokers/topics/{topic}", b'{"version":1,"partitions":{"0":[111],"1":[111],"2":[111],"3":[111]}}')
+    wait_for(lambda: set(zk.owners(group)) == {(topic, p) for p in range(4)}, message="new partitions owned")
+
+
+def test_wildcard_member_picks_up_created_topics_and_never_internal(cluster, zk, members):
+    prefix = unique("wild").replace("-", "")
+    first = cluster.create_topic(f"{prefix}.a", partitions=2)
+    cluster.create_topic(f"other{prefix}", partitions=1)
+    zk.create("/brokers/topics/__consumer_offsets", b'{"version":1,"partitions":{"0":[111]}}')
+    group = unique("g")
+    member = members(group, "w")
+    member.create_message_streams_by_filter(Whitelist(f"{prefix}\\..*|__consumer_offsets"), 2)
+    wait_for(lambda: set(zk.owners(group)) == {(first, 0), (first, 1)}, message="first topic owned")
+    second = cluster.create_topic(f"{prefix}.b", partitions=3)
+    wait_for(lambda: {t for t, _ in zk.owners(group)} == {first, second}, message="created topic picked up")
+    assert '"pattern":"white_list"' in zk.text(f"/consumers/{group}/ids/{group}_w")
+
+
+def test_no_broker_then_broker_registration(zk_connect, zk, tansu):
+    zk.create("/brokers/topics/nb", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
+    group = unique("g")
+    with ZookeeperConsumerConnector(make_config(zk_connect, group, "m")) as member:
+        member.create_message_streams({"nb": 1})  # succeeds without brokers, owning nothing
+        assert member.owned_partitions() == {}
+        assert zk.owners(group) == {}
+        zk.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d,"jmx_port":-1}' % tansu.port,
+                  ephemeral=True)
+        wait_for(lambda: set(zk.owners(group)) == {("nb", 0), ("nb", 1)}, message="owned after broker joined")
+
+
+def test_conflicting_claims_retry_then_fail_with_the_spec_message(cluster, zk, members, caplog):
+    topic = cluster.create_topic(partitions=1)
+    group = unique("g")
+    zk.create(f"/consumers/{group}/owners/{topic}/0", b"somebody-else-0", ephemeral=True)
+    member = members(group, "m", rebalance_max_retries=3, rebalance_backoff_ms=50)
+    with caplog.at_level(logging.INFO), pytest.raises(ConsumerRebalanceFailedError) as info:
+        member.create_message_streams({topic: 1})
+    assert str(info.value) == f"{group}_m can't rebalance after 3 retries"
+    assert member.rebalance_stats.conflicts == 3
+    assert "waiting for the partition ownership" in caplog.text
+    # Later failures are only logged; once the stale owner goes, the next trigger succeeds.
+    zk.delete(f"/consumers/{group}/owners/{topic}/0")
+    members(group, "n").create_message_streams({topic: 1})  # a join triggers everybody
+    wait_for(lambda: zk.owners(group).get((topic, 0)) in (f"{group}_m-0", f"{group}_n-0"), message="owned")
+
+
+def test_conflict_then_release_succeeds_within_retries(cluster, zk, members):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    zk.create(f"/consumers/{group}/owners/{topic}/1", b"old-owner-0", ephemeral=True)
+    member = members(group, "m", rebalance_backoff_ms=200)
+    releaser = threading.Timer(0.5, lambda: zk.delete(f"/consumers/{group}/owners/{topic}/1"))
+    releaser.start()
+    member.create_message_streams({topic: 1})
+    releaser.join()
+    assert set(member.owned_partitions()) == {(topic, 0), (topic, 1)}
+    assert member.rebalance_stats.failed_attempts >= 1
+
+
+def test_bad_registration_from_another_client_fails_attempts_but_harms_nobody(cluster, zk, members):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    member = members(group, "m", rebalance_max_retries=2, rebalance_backoff_ms=50)
+    member.create_message_streams({topic: 1})
+    wait_for(lambda: len(zk.owners(group)) == 2, message="owned")
+    zk.create(f"/consumers/{group}/ids/garbage", b"{truncated", ephemeral=True)
+    wait_for(lambda: member.rebalance_stats.failures >= 1, message="the attempt fails and is logged")
+    assert member.listener._thread.is_alive()
+    zk.delete(f"/consumers/{group}/ids/garbage")
+    wait_for(lambda: len(zk.owners(group)) == 2, message="recovers on the next trigger")
+
+
+def test_second_create_message_streams_raises(cluster, members):
+    topic = cluster.create_topic(partitions=1)
+    member = members(unique("g"), "m")
+    member.create_message_streams({topic: 1})
+    with pytest.raises(MessageStreamsExistError):
+        member.create_message_streams({topic: 1})
+
+
+def test_offsets_committed_only_when_changed_and_shutdown_leaves_no_thread(cluster, zk, members):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    member = members(group, "m")
+    member.create_message_streams({topic: 1})
+    wait_for(lambda: len(member.owned_partitions()) == 2, message="owned")
+    # The fetcher first resolves the unknown (-1) start offset by auto.offset.reset; let it settle.
+    wait_for(lambda: all(i.consumed_offset == 0 for i in member.ownership.infos()), message="offsets reset")
+    for info in member.ownership.infos():
+        info.set_consumed_offset(7)
+    assert member.commit_offsets() == 2
+    assert member.commit_offsets() == 0  # unchanged: nothing written
+    assert zk.text(f"/consumers/{group}/offsets/{topic}/0") == "7"
+    metrics = member.metrics()
+    commits = next(v for k, v in metrics.items() if "ZooKeeperCommitsPerSec" in k)
+    assert commits["count"] == 2
+    assert any("OwnedPartitionsCount" in k and f"topic={topic}" in k for k in metrics)
+    member.shutdown()
+    member.shutdown()  # idempotent
+    assert not zk.exists(f"/consumers/{group}/ids/{group}_m")
+    leftover = [t.name for t in threading.enumerate() if t.name.startswith(f"{group}_m")]
+    assert leftover == []
+
+
+def start_member_process(zk_connect: str, group: str, consumer: str, topic: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "zkconsumer", "consume", "--zookeeper", zk_connect, "--group", group, "--topic",
+            topic, "--consumer-id", consumer, "--consumer-property", "zookeeper.session.timeout.ms=4000"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+
+def test_kill_9_of_a_member_process_frees_its_partitions_at_session_timeout(cluster, zk, members):
+    topic = cluster.create_topic(partitions=4)
+    group = unique("g")
+    proc = start_member_process(cluster.zookeeper_connect, group, "victim", topic)
+    try:
+        wait_for(lambda: len(zk.owners(group)) == 4, timeout=60, message="the process owns everything")
+        survivor = members(group, "survivor")
+        survivor.create_message_streams({topic: 1})
+        wait_for(lambda: converged(zk, group, {topic: 4}) and len(set(zk.owners(group).values())) == 2,
+                 message="two members share the topic")
+        proc.kill()
+        proc.wait(timeout=10)
+        wait_for(lambda: set(zk.owners(group).values()) == {f"{group}_survivor-0"}
+                 and len(zk.owners(group)) == 4, timeout=30, message="survivor owns all after the session timeout")
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_restart_with_same_consumer_id_waits_for_old_session(cluster, zk, members):
+    """Field reports 1 and 27: a fixed consumer.id restarted before its old session expired.
+
+    Documented outcome (0.8.2 behaviour, bounded): the new instance waits for the old session's
+    registration to expire, then registers and owns its partitions; it does not crash with NODE_EXISTS.
+    """
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    proc = start_member_process(cluster.zookeeper_connect, group, "fixed", topic)
+    try:
+        wait_for(lambda: len(zk.owners(group)) == 2, timeout=60, message="the first instance owns everything")
+        old_session = zk.stat(f"/consumers/{group}/ids/{group}_fixed").ephemeralOwner
+        proc.kill()  # crash: the server keeps the session (and its nodes) until the 4 s timeout
+        proc.wait(timeout=10)
+        assert zk.stat(f"/consumers/{group}/ids/{group}_fixed").ephemeralOwner == old_session
+        new = members(group, "fixed")
+        new.create_message_streams({topic: 1})  # waits for the old session to expire, then rebalances
+        assert zk.stat(f"/consumers/{group}/ids/{group}_fixed").ephemeralOwner == new.zk.session_id
+        wait_for(lambda: set(zk.owners(group).values()) == {f"{group}_fixed-0"} and len(zk.owners(group)) == 2,
+                 message="the restarted instance owns all")
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)

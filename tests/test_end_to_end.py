@@ -1,0 +1,160 @@
+"""Separate OS processes consume real messages through every kind of rebalance (issue 4's audit).
+
+Members are `zkconsumer consume` processes; their stdout is what they consumed (`topic partition offset`),
+their stderr (-v) holds the connector's "fetching started/stopped" and "committed" lines that the audit uses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from helpers import ZkProbe, unique, wait_for
+from kafka import KafkaProducer
+
+pytestmark = pytest.mark.slow
+SESSION_TIMEOUT_MS = 3000
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+: (\S+): (.*)$")
+
+
+class Member:
+    def __init__(self, name: str, zk_connect: str, group: str, topic: str, workdir: Path, throttle_ms: int):
+        self.name = name
+        self.out = workdir / f"{name}.out"
+        self.err = workdir / f"{name}.err"
+        props = [f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", "auto.commit.interval.ms=300",
+                 "rebalance.backoff.ms=300", "rebalance.max.retries=40", "refresh.leader.backoff.ms=100"]
+        argv = [sys.executable, "-m", "zkconsumer", "-v", "consume", "--zookeeper", zk_connect, "--group", group,
+                "--topic", topic, "--from-beginning", "--format", "offsets", "--consumer-id", name,
+                "--timeout-ms", "6000", "--throttle-ms", str(throttle_ms)]
+        for prop in props:
+            argv += ["--consumer-property", prop]
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+
+    def consumed(self) -> list[tuple[int, int]]:
+        rows = []
+        for line in self.out.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3:
+                rows.append((int(parts[1]), int(parts[2])))
+        return rows
+
+    def events(self) -> list[tuple[datetime, str]]:
+        rows = []
+        for line in self.err.read_text(errors="replace").splitlines():
+            match = LOG_LINE.match(line)
+            if match:
+                rows.append((datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f"), match.group(3)))
+        return rows
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+Span = tuple[datetime, datetime | None]
+
+
+def fetch_intervals(member: Member, cutoff: datetime | None = None) -> dict[int, list[Span]]:
+    """Per partition, the times this member was fetching it: from 'fetching started' to 'fetching stopped'.
+
+    `cutoff` closes what was open at that moment: the member was killed, or frozen and then expired (it may
+    fetch briefly after waking, before it sees the expiry: that window precedes its next rebalance, which the
+    issue's rule excludes)."""
+    intervals: dict[int, list[list]] = defaultdict(list)
+    open_parts: set[int] = set()
+    for when, text in member.events():
+        if text.startswith("fetching started"):
+            for item in text.split()[2:]:
+                partition = int(item.split("=")[0].rsplit("/", 1)[1])
+                intervals[partition].append([when, None])
+                open_parts.add(partition)
+        elif text.startswith("fetching stopped") or "ZooKeeper session expired" in text:
+            # After an expiry the member still fetches until its own rebalance (the 0.8 split-brain window);
+            # the audit only judges members that have both finished a rebalance, so the window ends here.
+            for partition in open_parts:
+                intervals[partition][-1][1] = when
+            open_parts.clear()
+    if cutoff is not None:
+        for spans in intervals.values():
+            for span in spans:
+                if span[0] < cutoff and (span[1] is None or span[1] > cutoff):
+                    span[1] = cutoff
+    return {p: [(a, b) for a, b in spans] for p, spans in intervals.items()}
+
+
+def test_processes_consume_everything_through_kill_join_and_expiry(cluster, tmp_path):
+    topic = cluster.create_topic(partitions=8)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
+    futures = [producer.send(topic, key=f"k{i % 97}".encode(), value=f"v{i}".encode()) for i in range(20000)]
+    producer.flush()
+    produced = {(f.get(timeout=30).partition, f.get(timeout=30).offset) for f in futures}
+    producer.close()
+    log_end = defaultdict(int)
+    for partition, offset in produced:
+        log_end[partition] = max(log_end[partition], offset + 1)
+    assert len(produced) == 20000 and len(log_end) == 8
+
+    group = unique("e2e")
+    zk = ZkProbe(cluster.zookeeper_connect)
+    members = [Member(f"m{i}", cluster.zookeeper_connect, group, topic, tmp_path, throttle_ms=2) for i in (1, 2, 3)]
+    try:
+        wait_for(lambda: sum(len(m.consumed()) for m in members) > 2000, timeout=60, message="consumption under way")
+        cutoffs = {"m1": datetime.now()}
+        members[0].proc.kill()  # kill -9: its owner nodes stay until its session times out
+        members.append(Member("m4", cluster.zookeeper_connect, group, topic, tmp_path, throttle_ms=2))
+        # A real server-side expiry: freeze m2 beyond its session timeout (as a long GC pause would).
+        cutoffs["m2"] = datetime.now()
+        os.kill(members[1].proc.pid, signal.SIGSTOP)
+        wait_for(lambda: not zk.exists(f"/consumers/{group}/ids/{group}_m2"), timeout=30, message="m2 expired")
+        os.kill(members[1].proc.pid, signal.SIGCONT)
+        for member in members[1:]:
+            member.proc.wait(timeout=240)
+    finally:
+        for member in members:
+            member.stop()
+
+    consumed = [row for member in members for row in member.consumed()]
+    seen = set(consumed)
+    missing = produced - seen
+    assert not missing, f"{len(missing)} produced messages never consumed, e.g. {sorted(missing)[:5]}"
+
+    # New owners start where the group last committed, so duplicates only replay uncommitted work.
+    committed: dict[int, set[int]] = defaultdict(lambda: {0})
+    for member in members:
+        for _, text in member.events():
+            match = re.match(r"committed \S+/(\d+)=(\d+)$", text)
+            if match:
+                committed[int(match.group(1))].add(int(match.group(2)))
+    for member in members:
+        for _, text in member.events():
+            if text.startswith("fetching started"):
+                for item in text.split()[2:]:
+                    part, start = item.rsplit("/", 1)[1].split("=")
+                    assert int(start) in committed[int(part)] | {-1}, f"{member.name} started {part} at {start}"
+    duplicates = len(consumed) - len(seen)
+    assert duplicates < 20000 * 0.25, f"{duplicates} duplicates"
+
+    final = {int(p): int(zk.text(f"/consumers/{group}/offsets/{topic}/{p}") or -1) for p in range(8)}
+    assert final == dict(log_end), "committed offsets must end at the log end"
+
+    spans = {m.name: fetch_intervals(m, cutoffs.get(m.name)) for m in members}
+    for partition in range(8):
+        owners = [(name, a, b) for name, per in spans.items() for a, b in per.get(partition, [])]
+        for i, (n1, a1, b1) in enumerate(owners):
+            for n2, a2, b2 in owners[i + 1:]:
+                if n1 == n2:
+                    continue
+                overlap = a1 < (b2 or datetime.max) and a2 < (b1 or datetime.max)
+                assert not overlap, f"partition {partition} fetched by {n1} and {n2} at once"
+    zk.close()

@@ -1,0 +1,284 @@
+"""`ZookeeperConsumerConnector`: wires config, ZooKeeper, registration, streams, the rebalance listener,
+offsets and the fetcher manager together, in the Scala 0.8.2 order. The behaviour lives in the modules it
+wires; this file only owns lifecycle (streams creation, session renewal, auto-commit, shutdown).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fetcher_manager.broker import Broker
+from fetcher_manager.manager import ConsumerFetcherManager
+from fetcher_manager.metrics import MetricsRegistry, metric_name, tag_matcher
+from fetcher_manager.settings import FetchSettings
+from fetcher_manager.stream import ChunkQueue, KafkaStream
+from rebalance.assignment import ConsumerThreadId
+from rebalance.assignors import get_assignor
+from rebalance.bindings import StreamBindings
+from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, ZKRebalancerListener
+from rebalance.offsets import OffsetCheckpoints
+from rebalance.ownership import Ownership
+from rebalance.subscription import Registration, TopicFilter
+from zkconsumer.config import ConsumerConfig
+from zkconsumer.registration import make_consumer_id, register
+from zkconsumer.zookeeper import layout
+from zkconsumer.zookeeper.client import WatchHandle, ZkClient
+from zkconsumer.zookeeper.codecs import ZnodeDataError
+from zkconsumer.zookeeper.group import ZkGroupStore
+
+log = logging.getLogger(__name__)
+Decoder = Callable[[bytes | None], Any]
+
+
+class MessageStreamsExistError(RuntimeError):
+    """`create_message_streams*` may be called once per connector (Kafka's MessageStreamsExistException)."""
+
+
+class ZookeeperConsumerConnector:
+    def __init__(self, config: ConsumerConfig, metrics: MetricsRegistry | None = None) -> None:
+        self.config = config
+        self.consumer_id = make_consumer_id(config.group_id, config.consumer_id)
+        self.client_id = config.client_id or config.group_id
+        self.registry = metrics or MetricsRegistry()
+        self._tags = {"clientId": self.client_id}
+        self._shutdown_lock = threading.Lock()
+        self._is_shut_down = False
+        self._streams_created = False
+        self._registration: Registration | None = None
+        self._user_listener: ConsumerRebalanceListener | None = None
+        self._topic_watches: dict[str, WatchHandle] = {}
+        self._wildcard: tuple[TopicFilter, list[tuple[ChunkQueue, KafkaStream]]] | None = None
+        self._wildcard_topics: set[str] = set()
+        self._wildcard_watch: WatchHandle | None = None
+        self._stop_autocommit = threading.Event()
+        self._autocommit_thread: threading.Thread | None = None
+
+        self.zk = ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                           connection_timeout_ms=config.zookeeper_connection_timeout_ms, log_id=self.consumer_id)
+        self.zk.start()
+        self.store = ZkGroupStore(self.zk, config.group_id)
+        self.bindings = StreamBindings()
+        self.ownership = Ownership(self.store, self.consumer_id)
+        self.offsets = OffsetCheckpoints(self.store, self.consumer_id, self.registry.meter(
+            self._name("ZooKeeperCommitsPerSec")))
+        self.fetcher_manager = ConsumerFetcherManager(self._fetch_settings(), self._live_brokers, self.registry)
+        self.listener = ZKRebalancerListener(
+            RebalanceSettings(self.consumer_id, config.rebalance_max_retries, config.rebalance_backoff_ms,
+                              config.auto_commit_enable, config.exclude_internal_topics),
+            self.store, get_assignor(config.partition_assignment_strategy), self.fetcher_manager, self.bindings,
+            self.ownership, self.offsets, timer=self.registry.timer(self._name("RebalanceRateAndTime")),
+            on_new_session=self._reregister,
+        )
+        self.registry.gauge(self._name("OwnedPartitionsCount", groupId=config.group_id),
+                            lambda: len(self.ownership.owners()))
+        if config.auto_commit_enable:
+            self._autocommit_thread = threading.Thread(target=self._autocommit_loop, daemon=True,
+                                                       name=f"{self.consumer_id}-auto-commit")
+            self._autocommit_thread.start()
+        log.info("%s: connected to ZooKeeper at %s", self.consumer_id, config.zookeeper_connect)
+
+    # --- public API --------------------------------------------------------------------------------
+
+    def create_message_streams(self, topic_count_map: dict[str, int], key_decoder: Decoder | None = None,
+                               value_decoder: Decoder | None = None) -> dict[str, list[KafkaStream]]:
+        """One stream per (topic, thread); blocks until the first rebalance succeeds (or raises)."""
+        self._claim_streams_once()
+        for topic, count in topic_count_map.items():
+            if not isinstance(count, int) or count < 1:
+                raise ValueError(f"stream count for topic {topic!r} must be an integer >= 1, got {count!r}")
+        result: dict[str, list[KafkaStream]] = {}
+        for topic, count in topic_count_map.items():
+            for i in range(count):
+                queue, stream = self._new_stream(key_decoder, value_decoder)
+                self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, i), queue, stream)
+                result.setdefault(topic, []).append(stream)
+        self._registration = Registration.static(topic_count_map)
+        self._register()
+        self._reinitialize(set(topic_count_map))
+        return result
+
+    def create_message_streams_by_filter(self, topic_filter: TopicFilter, num_streams: int = 1,
+                                         key_decoder: Decoder | None = None,
+                                         value_decoder: Decoder | None = None) -> list[KafkaStream]:
+        """`num_streams` streams shared by every topic the whitelist/blacklist allows, now and later."""
+        self._claim_streams_once()
+        if not isinstance(num_streams, int) or num_streams < 1:
+            raise ValueError(f"num_streams must be an integer >= 1, got {num_streams!r}")
+        pairs = [self._new_stream(key_decoder, value_decoder) for _ in range(num_streams)]
+        self._wildcard = (topic_filter, pairs)
+        self._registration = Registration.wildcard(topic_filter, num_streams)
+        self._register()
+        self.zk.ensure_path(layout.BROKER_TOPICS)
+        self._wildcard_watch = self.zk.watch_children(layout.BROKER_TOPICS, self._on_topics_changed)
+        self._reinitialize(self._wildcard_topics)
+        return [stream for _, stream in pairs]
+
+    def set_rebalance_listener(self, listener: ConsumerRebalanceListener) -> None:
+        if self._streams_created:
+            raise RuntimeError("set the rebalance listener before creating message streams")
+        self._user_listener = listener
+        self.listener.user_listener = listener
+
+    def commit_offsets(self) -> int:
+        """Write every owned partition's consumed offset that changed; returns how many were written."""
+        with self.listener.rebalance_lock:  # never write a partition a concurrent rebalance just released
+            return self.offsets.commit(self.ownership.infos())
+
+    def owned_partitions(self) -> dict[tuple[str, int], str]:
+        return {(tp.topic, tp.partition): str(t) for tp, t in sorted(self.ownership.owners().items())}
+
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        self._refresh_topic_gauges()
+        snapshot = self.registry.snapshot()
+        for kind, count in sorted(self.zk.op_counts().items()):
+            name = "WatchNotifications" if kind.startswith("watch:") else "SessionEvents" if kind.startswith(
+                "state:") else "Requests"
+            snapshot[metric_name("zkconsumer", "ZooKeeperClient", name, clientId=self.client_id,
+                                 kind=kind.split(":")[-1])] = {"count": count}
+        return snapshot
+
+    @property
+    def rebalance_stats(self):
+        return self.listener.stats
+
+    def __enter__(self) -> ZookeeperConsumerConnector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """0.8.2 order: stop the watcher, then under the rebalance lock stop committing and fetching, end every
+        stream, commit, and close ZooKeeper (our ephemeral nodes vanish with the session)."""
+        with self._shutdown_lock:
+            if self._is_shut_down:
+                return
+            self._is_shut_down = True
+        log.info("%s: shutting down", self.consumer_id)
+        self.listener.stop()
+        with self.listener.rebalance_lock:
+            for handle in [*self._topic_watches.values(), self._wildcard_watch]:
+                if handle is not None:
+                    handle.stop()
+            self._stop_autocommit.set()
+            try:
+                self.fetcher_manager.shutdown()
+                log.info("%s: fetching stopped", self.consumer_id)
+                for queue in self.bindings.queues():
+                    queue.clear()
+                    queue.put_shutdown_sentinel()
+                if self.config.auto_commit_enable:
+                    self.offsets.commit(self.ownership.infos())
+            except Exception:
+                log.exception("%s: error during shutdown", self.consumer_id)
+            finally:
+                self.zk.close()
+        self.listener.join()
+        if self._autocommit_thread is not None:
+            self._autocommit_thread.join(timeout=10)
+        self.registry.remove_matching(tag_matcher("clientId", self.client_id))
+        log.info("%s: shut down completed", self.consumer_id)
+
+    # --- wiring ------------------------------------------------------------------------------------
+
+    def _name(self, name: str, **tags: str) -> str:
+        return metric_name("kafka.consumer", "ZookeeperConsumerConnector", name, **self._tags, **tags)
+
+    def _fetch_settings(self) -> FetchSettings:
+        c = self.config
+        return FetchSettings(
+            client_id=self.client_id, consumer_id=self.consumer_id, fetch_message_max_bytes=c.fetch_message_max_bytes,
+            fetch_min_bytes=c.fetch_min_bytes, fetch_wait_max_ms=c.fetch_wait_max_ms,
+            num_consumer_fetchers=c.num_consumer_fetchers, refresh_leader_backoff_ms=c.refresh_leader_backoff_ms,
+            socket_timeout_ms=c.socket_timeout_ms, socket_receive_buffer_bytes=c.socket_receive_buffer_bytes,
+            auto_offset_reset=c.auto_offset_reset, queued_max_message_chunks=c.queued_max_message_chunks,
+            consumer_timeout_ms=c.consumer_timeout_ms,
+        )
+
+    def _live_brokers(self) -> list[Broker]:
+        try:
+            return self.store.live_brokers()
+        except ZnodeDataError as exc:
+            log.warning("%s: %s", self.consumer_id, exc)
+            return []
+
+    def _claim_streams_once(self) -> None:
+        if self._is_shut_down:
+            raise RuntimeError(f"{self.consumer_id} is shut down")
+        if self._streams_created:
+            raise MessageStreamsExistError(f"{self.consumer_id}: message streams can be created only once")
+        self._streams_created = True
+
+    def _new_stream(self, key_decoder: Decoder | None, value_decoder: Decoder | None) -> tuple[ChunkQueue, KafkaStream]:
+        queue = ChunkQueue(self.config.queued_max_message_chunks)
+        stream = KafkaStream(queue, self.config.consumer_timeout_ms, self.client_id, key_decoder, value_decoder)
+        return queue, stream
+
+    def _register(self) -> None:
+        assert self._registration is not None
+        wait = 2 * self.config.zookeeper_session_timeout_ms / 1000.0 + 5.0
+        register(self.zk, self.config.group_id, self.consumer_id, self._registration, wait)
+
+    def _reregister(self) -> None:
+        if self._registration is not None and not self._is_shut_down:
+            self._register()
+
+    def _reinitialize(self, topics: set[str]) -> None:
+        """Install watches (once each) and run the first rebalance in the caller's thread."""
+        if self.listener._thread is None:
+            self.zk.on_new_session(self.listener.session_renewed)
+            self.zk.watch_children(layout.ids_dir(self.config.group_id),
+                                   lambda _children: self.listener.trigger("group membership changed"), initial=False)
+            self.listener.start()
+        self._watch_topic_data(topics)
+        self.listener.synced_rebalance()
+
+    def _watch_topic_data(self, topics: set[str]) -> None:
+        for topic in sorted(topics - set(self._topic_watches)):
+
+            def on_data(data: bytes | None, topic: str = topic) -> None:
+                if data is None:
+                    log.warning("%s: topic %s was deleted", self.consumer_id, topic)
+                else:
+                    self.listener.trigger(f"topic {topic} changed")
+
+            self._topic_watches[topic] = self.zk.watch_data(layout.topic_path(topic), on_data, initial=False)
+
+    def _on_topics_changed(self, children: list[str]) -> None:
+        """Wildcard topic watcher: bind new topics to the shared streams and rebalance if the set changed."""
+        if self._wildcard is None or self._is_shut_down:
+            return
+        topic_filter, pairs = self._wildcard
+        allowed = {t for t in children if topic_filter.is_topic_allowed(t, self.config.exclude_internal_topics)}
+        if allowed == self._wildcard_topics:
+            return
+        log.info("%s: wildcard topics now %s", self.consumer_id, sorted(allowed))
+        for topic in sorted(allowed - self._wildcard_topics):
+            for i, (queue, stream) in enumerate(pairs):
+                self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, i), queue, stream)
+        self._wildcard_topics = allowed
+        if self.listener._thread is not None:  # after the first rebalance: a follow-up, off kazoo's thread
+            self._watch_topic_data(allowed)
+            self.listener.trigger("wildcard topic set changed")
+
+    def _refresh_topic_gauges(self) -> None:
+        owned = self.ownership.partitions_by_topic()
+        prefix = self._name("OwnedPartitionsCount", groupId=self.config.group_id) + ",topic="
+        for name in self.registry.names():
+            if name.startswith(prefix) and name[len(prefix):] not in owned:
+                self.registry.remove(name)
+        for topic in owned:
+            self.registry.gauge(prefix + topic, lambda t=topic: len(self.ownership.partitions_by_topic().get(t, ())))
+        for topic, thread, queue in self.bindings.bindings():
+            self.registry.gauge(self._name("FetchQueueSize", topic=topic, threadId=str(thread.thread)), queue.qsize)
+
+    def _autocommit_loop(self) -> None:
+        interval = self.config.auto_commit_interval_ms / 1000.0
+        while not self._stop_autocommit.wait(interval):  # first run one interval after start, then every interval
+            try:
+                self.commit_offsets()
+            except Exception as exc:
+                log.warning("%s: auto-commit failed: %s", self.consumer_id, exc)

@@ -1,0 +1,62 @@
+"""Consumer ids and the registration node `/consumers/<g>/ids/<id>`."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+
+from rebalance.subscription import Registration
+from zkconsumer.zookeeper import codecs, layout
+from zkconsumer.zookeeper.client import NodeExistsError, ZkClient
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerRegistrationError(RuntimeError):
+    """Our id is held by another live session: two members were given the same consumer.id."""
+
+
+def make_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
+    """`<group>_<consumer.id>`, else `<group>_<host>-<epochMs>-<8 hex>` as the Scala connector builds it.
+
+    The 8 hex characters are the start of Java's `Long.toHexString(uuid.getMostSignificantBits())`:
+    unpadded, with negative values in two's complement, which is the unsigned hex of the top 64 bits.
+    """
+    if consumer_id:
+        return f"{group_id}_{consumer_id}"
+    suffix = format(uuid.uuid4().int >> 64, "x")[:8]
+    return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{suffix}"
+
+
+def register(zk: ZkClient, group: str, consumer_id: str, registration: Registration, wait_s: float) -> None:
+    """Create our ephemeral registration, waiting for a previous session's node to go away.
+
+    0.8.2 loops until the old node disappears (ZOOKEEPER-1740 workaround): a member restarted with the same
+    consumer.id before its old session expired waits for that expiry instead of failing (field report:
+    kafka-node NODE_EXISTS on quick restart). We bound the wait, because a node that outlives it belongs to a
+    *live* duplicate, and we accept a node already owned by our own session (KAFKA-1387).
+    """
+    path = layout.registration_path(group, consumer_id)
+    deadline = time.monotonic() + wait_s
+    while True:
+        data = codecs.encode_registration(registration)
+        try:
+            zk.create(path, data, ephemeral=True)
+            log.info("%s: registered %s", consumer_id, data.decode())
+            return
+        except NodeExistsError:
+            owner = zk.ephemeral_owner(path)
+            if owner == zk.session_id:
+                zk.set(path, data)  # our own node from before a connection loss: refresh the content
+                return
+            if owner is None:
+                continue  # vanished between create and read: try again at once
+            if time.monotonic() > deadline:
+                raise ConsumerRegistrationError(
+                    f"{consumer_id} is still registered by another live session (0x{owner:x}) after {wait_s:.0f} s: "
+                    "consumer.id must be unique within the group"
+                ) from None
+            log.info("%s: registration node exists from session 0x%x; waiting for it to expire", consumer_id, owner)
+            time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))

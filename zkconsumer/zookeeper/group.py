@@ -1,0 +1,73 @@
+"""`GroupStore` over ZooKeeper: the consumer group's znodes, read and written through `ZkClient`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from fetcher_manager.broker import Broker
+from rebalance.subscription import Registration
+from zkconsumer.zookeeper import codecs, layout
+from zkconsumer.zookeeper.client import ZkClient
+
+log = logging.getLogger(__name__)
+
+
+class ZkGroupStore:
+    def __init__(self, zk: ZkClient, group: str) -> None:
+        self.zk = zk
+        self.group = group
+        self._broker_watch_installed = False
+
+    def registration(self, consumer_id: str) -> Registration:
+        path = layout.registration_path(self.group, consumer_id)
+        found = self.zk.get(path)
+        if found is None:
+            raise codecs.ZnodeDataError(path, None, "the registration vanished between list and read")
+        return codecs.decode_registration(path, found[0])
+
+    def member_ids(self) -> list[str]:
+        return self.zk.get_children(layout.ids_dir(self.group)) or []
+
+    def all_topics(self) -> list[str]:
+        return self.zk.get_children(layout.BROKER_TOPICS) or []
+
+    def live_brokers(self) -> list[Broker]:
+        brokers = []
+        for child in self.zk.get_children(layout.BROKER_IDS) or []:
+            path = f"{layout.BROKER_IDS}/{child}"
+            if not child.isdigit():
+                raise codecs.ZnodeDataError(path, None, "broker ids must be integers")
+            found = self.zk.get(path)
+            if found is not None:  # a broker that left between list and read is simply not live
+                brokers.append(codecs.decode_broker(path, int(child), found[0]))
+        return sorted(brokers)
+
+    def partitions_for_topics(self, topics: Iterable[str]) -> dict[str, list[int]]:
+        result = {}
+        for topic in topics:
+            path = layout.topic_path(topic)
+            found = self.zk.get(path)
+            result[topic] = [] if found is None else codecs.decode_topic_partitions(path, found[0])
+        return result
+
+    def release(self, topic: str, partition: int) -> None:
+        self.zk.delete(layout.owner_path(self.group, topic, partition))
+
+    def claim(self, topic: str, partition: int, thread_id: str) -> bool:
+        return self.zk.create_ephemeral_expect_conflict(layout.owner_path(self.group, topic, partition),
+                                                        thread_id.encode())
+
+    def read_offset(self, topic: str, partition: int) -> int:
+        path = layout.offset_path(self.group, topic, partition)
+        found = self.zk.get(path)
+        return -1 if found is None else codecs.decode_offset(path, found[0])
+
+    def write_offset(self, topic: str, partition: int, offset: int) -> None:
+        self.zk.set(layout.offset_path(self.group, topic, partition), codecs.encode_offset(offset))
+
+    def watch_brokers(self, callback: Callable[[], None]) -> None:
+        if self._broker_watch_installed:
+            return
+        self._broker_watch_installed = True
+        self.zk.watch_children(layout.BROKER_IDS, lambda _children: callback(), initial=False)

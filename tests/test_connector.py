@@ -273,3 +273,22 @@ def test_restart_with_same_consumer_id_waits_for_old_session(cluster, zk, member
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_bad_topic_and_offset_data_fail_attempts_with_path_in_log(cluster, zk, members, caplog):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    zk.create(f"/consumers/{group}/offsets/{topic}/1", b"not-a-number")
+    member = members(group, "m", rebalance_max_retries=2, rebalance_backoff_ms=50)
+    with caplog.at_level(logging.INFO), pytest.raises(ConsumerRebalanceFailedError):
+        member.create_message_streams({topic: 1})
+    assert f"/consumers/{group}/offsets/{topic}/1" in caplog.text and "not-a-number" in caplog.text
+    assert zk.owners(group) == {}  # nothing claimed, nothing left behind
+
+    zk.set(f"/consumers/{group}/offsets/{topic}/1", b"3")
+    good = cluster.create_topic(partitions=1)
+    other = members(unique("g"), "x", rebalance_max_retries=2, rebalance_backoff_ms=50)
+    zk.set(f"/brokers/topics/{good}", b'{"version":1,"partitions":{"zero":[111]}}')
+    with caplog.at_level(logging.INFO), pytest.raises(ConsumerRebalanceFailedError):
+        other.create_message_streams({good: 1})
+    assert "partition keys must be integers" in caplog.text

@@ -1,0 +1,229 @@
+"""One fetcher thread per (leader broker, fetcher id): fetch, enqueue chunks, advance offsets (spec §5)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
+
+from fetcher_manager.broker import Broker
+from fetcher_manager.chunks import FetchedDataChunk
+from fetcher_manager.kafka_wire import NO_ERROR, OFFSET_OUT_OF_RANGE, BrokerError, KafkaWire, WireError, error_name
+from fetcher_manager.metrics import MetricsRegistry, metric_name
+from fetcher_manager.partition_info import PartitionTopicInfo
+from fetcher_manager.records import scan_record_set
+from fetcher_manager.settings import FetchSettings
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_IDLE_WAIT_S = 0.2  # AbstractFetcherThread waits this long when it holds no partition
+_PUT_POLL_S = 0.1  # how often a fetcher blocked on a full queue checks whether it was asked to stop
+
+
+class ConsumerFetcherThread(threading.Thread):
+    """Sends one Fetch for all its partitions per loop and feeds each partition's chunk queue.
+
+    Partitions with an error (other than OffsetOutOfRange) or all partitions of a failed request are
+    removed and handed to ``on_partition_errors`` (the manager's no-leader set).
+    """
+
+    def __init__(self, fetcher_id: int, broker: Broker, settings: FetchSettings,
+                 on_partition_errors: Callable[[Iterable[TopicPartition]], None], *,
+                 metrics: MetricsRegistry | None = None,
+                 wire_factory: Callable[[FetchSettings], KafkaWire] | None = None) -> None:
+        super().__init__(name=f"ConsumerFetcherThread-{settings.consumer_id}-{fetcher_id}-{broker.id}", daemon=True)
+        self.fetcher_id = fetcher_id
+        self.broker = broker
+        self._settings = settings
+        self._on_errors = on_partition_errors
+        self._metrics = metrics
+        self._wire = (wire_factory or _default_wire)(settings)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._partitions: dict[TopicPartition, PartitionTopicInfo] = {}
+        self._high_watermarks: dict[TopicPartition, int] = {}
+        self._stopping = threading.Event()
+        self._rotation = 0
+        self._broker_meters = self._make_broker_meters()
+
+    # --- called by the manager -----------------------------------------------------------------------
+
+    def add_partitions(self, infos: Mapping[TopicPartition, PartitionTopicInfo]) -> None:
+        """Start fetching these partitions; one already held keeps its current info and offset."""
+        with self._changed:
+            for tp, info in infos.items():
+                if tp not in self._partitions:
+                    self._partitions[tp] = info
+                    self._register_lag_gauge(tp)
+            self._changed.notify_all()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in tps:
+                if self._partitions.pop(tp, None) is not None:
+                    self._high_watermarks.pop(tp, None)
+                    self._remove_lag_gauge(tp)
+
+    def partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return list(self._partitions)
+
+    def partition_count(self) -> int:
+        with self._lock:
+            return len(self._partitions)
+
+    def lags(self) -> dict[TopicPartition, int]:
+        """High watermark minus fetched offset, for partitions that have seen at least one response."""
+        with self._lock:
+            return {tp: max(0, hw - self._partitions[tp].fetched_offset)
+                    for tp, hw in self._high_watermarks.items() if tp in self._partitions}
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Stop, unblock any pending request or queue put, join, and close the sockets. Idempotent."""
+        self._stopping.set()
+        self._wire.abort()
+        with self._changed:
+            self._changed.notify_all()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout_s)
+            if self.is_alive():
+                log.error("[%s] %s did not stop within %.0f s", self._settings.consumer_id, self.name, timeout_s)
+        self._wire.close()
+        self.remove_partitions(self.partitions())
+
+    # --- the thread ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        log.info("[%s] %s starting for broker %s", self._settings.consumer_id, self.name, self.broker)
+        try:
+            while not self._stopping.is_set():
+                self._do_work()
+        except Exception:
+            log.exception("[%s] %s died", self._settings.consumer_id, self.name)
+            self._hand_back(self.partitions())
+        finally:
+            self._wire.close()
+            log.info("[%s] %s stopped", self._settings.consumer_id, self.name)
+
+    def _do_work(self) -> None:
+        with self._changed:
+            if not self._partitions:
+                self._changed.wait(_IDLE_WAIT_S)
+                return
+            held = list(self._partitions.items())
+        # Rotate the order every request: tansu fills the response in request order up to max_bytes
+        # (it ignores the per-partition limit), so a fixed order would starve the later partitions.
+        self._rotation = (self._rotation + 1) % len(held)
+        held = held[self._rotation:] + held[:self._rotation]
+        failed = [tp for tp, info in held if info.fetched_offset < 0 and not self._reset_offset(tp, info)]
+        offsets = {tp: info.fetched_offset for tp, info in held if info.fetched_offset >= 0}
+        if offsets:
+            failed += self._fetch(offsets)
+        if failed:
+            self._hand_back(failed)
+
+    def _fetch(self, offsets: dict[TopicPartition, int]) -> list[TopicPartition]:
+        s = self._settings
+        timed = self._broker_meters[2].time() if self._broker_meters else nullcontext()
+        try:
+            with timed:
+                response = self._wire.fetch(self.broker, offsets, s.fetch_wait_max_ms, s.fetch_min_bytes,
+                                            s.fetch_message_max_bytes)
+        except (WireError, BrokerError) as exc:
+            if not self._stopping.is_set():
+                log.warning("[%s] %s: fetch from broker %s failed (%s); returning %d partitions to the leader finder",
+                            s.consumer_id, self.name, self.broker, exc, len(offsets))
+                self._wire.disconnect(self.broker)
+            return list(offsets)
+        failed = []
+        fetched_bytes = 0
+        for tp, requested in offsets.items():
+            part = response.get(tp)
+            info = self._partitions.get(tp)
+            # Only act if the partition is still ours at the offset we asked for (it may have moved since).
+            if part is None or info is None or info.fetched_offset != requested or self._stopping.is_set():
+                continue
+            if part.error_code == NO_ERROR:
+                with self._lock:
+                    if tp in self._partitions:
+                        self._high_watermarks[tp] = part.high_watermark
+                if part.records:
+                    fetched_bytes += self._enqueue(info, requested, part.records)
+            elif part.error_code == OFFSET_OUT_OF_RANGE:
+                if not self._reset_offset(tp, info):
+                    failed.append(tp)
+            else:
+                log.warning("[%s] %s: error %s for %s:%d; returning it to the leader finder",
+                            s.consumer_id, self.name, error_name(part.error_code), tp[0], tp[1])
+                failed.append(tp)
+        if self._broker_meters:
+            self._broker_meters[0].mark()
+            self._broker_meters[1].mark(fetched_bytes)
+        return failed
+
+    def _enqueue(self, info: PartitionTopicInfo, fetch_offset: int, records: bytes) -> int:
+        """Queue one chunk (blocking while the stream's queue is full) and advance the fetched offset."""
+        scan = scan_record_set(records, fetch_offset)
+        chunk = FetchedDataChunk(records, scan.valid_bytes, info, fetch_offset)
+        while not info.chunk_queue.put(chunk, timeout=_PUT_POLL_S):
+            if self._stopping.is_set():
+                return 0
+        if scan.valid_bytes:
+            # A chunk with bytes but no complete batch is still queued (the iterator reports
+            # MessageSizeTooLarge) and the offset stays put, as in Kafka.
+            info.reset_fetch_offset(scan.next_offset)
+        if self._metrics is not None and scan.valid_bytes:
+            for topic in (info.topic, None):
+                self._metrics.meter(metric_name("kafka.consumer", "ConsumerTopicMetrics", "BytesPerSec",
+                                                clientId=self._settings.client_id, topic=topic)).mark(scan.valid_bytes)
+        return scan.valid_bytes
+
+    def _reset_offset(self, tp: TopicPartition, info: PartitionTopicInfo) -> bool:
+        """auto.offset.reset: move both offsets to the log start (smallest) or end (largest)."""
+        earliest = self._settings.auto_offset_reset == "smallest"
+        try:
+            offset = self._wire.offset_for(self.broker, tp, earliest)
+        except (WireError, BrokerError) as exc:
+            if not self._stopping.is_set():
+                log.warning("[%s] %s: cannot reset offset of %s:%d (%s)", self._settings.consumer_id, self.name,
+                            tp[0], tp[1], exc)
+            return False
+        info.reset_fetch_offset(offset)
+        info.set_consumed_offset(offset)
+        log.info("[%s] %s: reset fetch offset of %s:%d to %s offset %d", self._settings.consumer_id, self.name,
+                 tp[0], tp[1], "earliest" if earliest else "latest", offset)
+        return True
+
+    def _hand_back(self, tps: list[TopicPartition]) -> None:
+        self.remove_partitions(tps)
+        if not self._stopping.is_set():
+            self._on_errors(tps)
+
+    # --- metrics (all optional) ----------------------------------------------------------------------
+
+    def _make_broker_meters(self) -> tuple | None:
+        if self._metrics is None:
+            return None
+        tags = {"clientId": self._settings.client_id, "brokerHost": self.broker.host, "brokerPort": self.broker.port}
+        return (self._metrics.meter(metric_name("kafka.server", "FetcherStats", "RequestsPerSec", **tags)),
+                self._metrics.meter(metric_name("kafka.server", "FetcherStats", "BytesPerSec", **tags)),
+                self._metrics.timer(metric_name("kafka.consumer", "FetchRequestAndResponseMetrics",
+                                                "FetchRequestRateAndTimeMs", **tags)))
+
+    def _lag_name(self, tp: TopicPartition) -> str:
+        return metric_name("kafka.server", "FetcherLagMetrics", "ConsumerLag", clientId=self._settings.client_id,
+                           topic=tp[0], partition=tp[1])
+
+    def _register_lag_gauge(self, tp: TopicPartition) -> None:
+        if self._metrics is not None:
+            self._metrics.gauge(self._lag_name(tp), lambda: self.lags().get(tp, 0))
+
+    def _remove_lag_gauge(self, tp: TopicPartition) -> None:
+        if self._metrics is not None:
+            self._metrics.remove(self._lag_name(tp))
+
+
+def _default_wire(settings: FetchSettings) -> KafkaWire:
+    return KafkaWire(settings.client_id, settings.socket_timeout_ms, settings.socket_receive_buffer_bytes)

@@ -1,0 +1,56 @@
+"""Per owned partition: where the application is (consumed) and where the fetcher is (fetched)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fetcher_manager.chunks import ChunkQueue
+
+log = logging.getLogger(__name__)
+
+
+class PartitionTopicInfo:
+    """Offsets shared by a fetcher thread, the stream's iterator and the committer.
+
+    ``consumed_offset`` is the next offset to hand to the application (what gets committed);
+    ``fetched_offset`` the next one to fetch. -1 means unknown: the fetcher resolves it through
+    ``auto.offset.reset`` before its first fetch. Each offset is a single int attribute written by one
+    thread at a time, and an attribute store or load is atomic in CPython, so readers on other threads
+    always see a whole value without a lock (the role of Kafka's AtomicLong); the iterator writes the
+    consumed offset once per message, where a lock would be measurable.
+    """
+
+    __slots__ = ("_consumed", "_fetched", "chunk_queue", "client_id", "partition", "topic")
+
+    def __init__(self, topic: str, partition: int, chunk_queue: ChunkQueue, consumed_offset: int,
+                 fetched_offset: int, *, client_id: str = "") -> None:
+        self.topic = topic
+        self.partition = partition
+        self.chunk_queue = chunk_queue
+        self.client_id = client_id
+        self._consumed = consumed_offset
+        self._fetched = fetched_offset
+
+    @property
+    def consumed_offset(self) -> int:
+        return self._consumed
+
+    def set_consumed_offset(self, offset: int) -> None:
+        self._consumed = offset
+
+    @property
+    def fetched_offset(self) -> int:
+        return self._fetched
+
+    def reset_fetch_offset(self, offset: int) -> None:
+        self._fetched = offset
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return (f"{self.topic}:{self.partition}: fetched offset = {self._fetched}: "
+                f"consumed offset = {self._consumed}")

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from crc32c import crc32c  # C implementation (ICRAR crc32c), also what kafka-python uses when present
+
 from fetcher_manager import kafka_wire
-from fetcher_manager.crc32c import crc32c
 from fetcher_manager.errors import InvalidMessageError
 
 

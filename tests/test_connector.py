@@ -9,7 +9,7 @@ import sys
 import threading
 
 import pytest
-from helpers import expire_session, unique, wait_for
+from helpers import ZkProbe, expire_session, unique, wait_for
 
 from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
@@ -20,6 +20,7 @@ from zkconsumer import (
     Whitelist,
     ZookeeperConsumerConnector,
 )
+from zkconsumer.embedded.process import kill_process
 
 
 def make_config(zk_connect: str, group: str, consumer: str | None, **overrides) -> ConsumerConfig:
@@ -292,3 +293,71 @@ def test_bad_topic_and_offset_data_fail_attempts_with_path_in_log(cluster, zk, m
     with caplog.at_level(logging.INFO), pytest.raises(ConsumerRebalanceFailedError):
         other.create_message_streams({good: 1})
     assert "partition keys must be integers" in caplog.text
+
+
+def test_roundrobin_members_give_rr1_owner_values(cluster, zk, members):
+    group = "g"
+    # RR1's order comes from hashing "[t,0]".., so the topic must be literally "t"; the test's chroot keeps
+    # that name private (ownership needs only the ZooKeeper side of the topic).
+    zk.create("/brokers/topics/t", b'{"version":1,"partitions":{"0":[111],"1":[111],"2":[111],"3":[111]}}')
+    members(group, "c1", partition_assignment_strategy="roundrobin").create_message_streams({"t": 1})
+    members(group, "c2", partition_assignment_strategy="roundrobin").create_message_streams({"t": 1})
+    expected = {("t", 0): "g_c1-0", ("t", 1): "g_c2-0", ("t", 2): "g_c1-0", ("t", 3): "g_c2-0"}
+    wait_for(lambda: zk.owners(group) == expected, message="RR1 owners")
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.released: list[dict[str, set[int]]] = []
+        self.started: list[dict[str, dict[int, str]]] = []
+
+    def before_releasing_partitions(self, partition_ownership):
+        self.released.append({t: set(p) for t, p in partition_ownership.items()})
+
+    def before_starting_fetchers(self, consumer_id, global_partition_assignment):
+        self.started.append({t: {p: str(th) for p, th in a.items()} for t, a in global_partition_assignment.items()})
+
+
+def test_rebalance_listener_sees_released_and_global_assignments(cluster, zk, members):
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    first, second = members(group, "a"), members(group, "b")
+    listeners = RecordingListener(), RecordingListener()
+    first.set_rebalance_listener(listeners[0])
+    second.set_rebalance_listener(listeners[1])
+    first.create_message_streams({topic: 1})
+    assert listeners[0].released[0] == {}  # nothing owned before the first rebalance
+    second.create_message_streams({topic: 1})
+    wait_for(lambda: len(set(zk.owners(group).values())) == 2, message="both own one")
+    wait_for(lambda: listeners[0].released[-1] == {topic: {1}} or {topic: {0, 1}} in listeners[0].released,
+             message="first member released what it owned")
+    wait_for(lambda: listeners[0].started and listeners[1].started
+             and listeners[0].started[-1] == listeners[1].started[-1], message="same global view")
+    assert listeners[1].started[-1] == {topic: {0: f"{group}_a-0", 1: f"{group}_b-0"}}
+    with pytest.raises(RuntimeError, match="before creating"):
+        first.set_rebalance_listener(RecordingListener())
+
+
+@pytest.mark.ensemble
+def test_connection_loss_alone_releases_nothing(ensemble, tansu):
+    connect = ensemble.connect_string
+    probe = ZkProbe(connect)
+    try:
+        probe.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d}' % tansu.port, ephemeral=True)
+        probe.create("/brokers/topics/lossy", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
+        config = make_config(connect, "g", "m", zookeeper_session_timeout_ms=20000)
+        with ZookeeperConsumerConnector(config) as member:
+            member.create_message_streams({"lossy": 1})
+            owners = probe.owners("g")
+            assert len(owners) == 2
+            session, rebalances = member.zk.session_id, member.rebalance_stats.rebalances
+            leader = wait_for(ensemble.leader, message="a leader")
+            kill_process(leader.process)
+            wait_for(lambda: any(n.mode() == "leader" for n in ensemble.nodes if n is not leader), timeout=30,
+                     message="a new leader")
+            wait_for(lambda: member.zk.connected and probe.client.connected, timeout=30, message="reconnected")
+            assert member.zk.session_id == session
+            assert probe.owners("g") == owners
+            assert member.rebalance_stats.rebalances == rebalances
+    finally:
+        probe.close()

@@ -1,6 +1,7 @@
 """Which fetcher thread of a broker serves a partition: Kafka's ``AbstractFetcherManager.getFetcherId``.
 
-Kept local rather than imported from ``rebalance`` because imports point rebalance -> fetcher_manager.
+``java_string_hashcode`` is also the sort key of the 0.8.2 roundrobin assignor, which imports it from here
+(imports point rebalance -> fetcher_manager).
 """
 
 from __future__ import annotations

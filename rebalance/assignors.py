@@ -19,6 +19,8 @@ import abc
 from collections.abc import Iterable
 from typing import ClassVar
 
+# The roundrobin order and the fetcher id use the same JVM hash; it lives in the lowest layer.
+from fetcher_manager.fetcher_id import java_string_hashcode
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 
 __all__ = [
@@ -35,23 +37,6 @@ __all__ = [
 
 class AssignmentError(ValueError):
     """The snapshot cannot be assigned by this strategy (Kafka fails the rebalance attempt in this case)."""
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, as a signed 32-bit int.
-
-    The 0.8.2 roundrobin order is defined by this hash, so it must match the JVM bit for bit: Java iterates
-    UTF-16 code units, so characters outside the BMP contribute their two surrogates, not one code point.
-    """
-    h = 0
-    for ch in s:
-        unit = ord(ch)
-        if unit > 0xFFFF:  # supplementary character: Java stores and hashes a surrogate pair
-            unit -= 0x10000
-            h = (31 * h + (0xD800 | (unit >> 10))) & 0xFFFFFFFF
-            unit = 0xDC00 | (unit & 0x3FF)
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _fmt_threads(threads: Iterable[ConsumerThreadId]) -> str:

@@ -46,15 +46,14 @@ class StreamBindings:
 
     def queues(self) -> list[ChunkQueue]:
         """Distinct queues (wildcard subscriptions share one queue across topics)."""
-        with self._lock:
-            seen: dict[int, ChunkQueue] = {}
-            for queue, _ in self._bound.values():
-                seen.setdefault(id(queue), queue)
-            return list(seen.values())
+        return self._distinct(0)
 
     def streams(self) -> list[KafkaStream]:
+        return self._distinct(1)
+
+    def _distinct(self, index: int) -> list:
         with self._lock:
-            seen: dict[int, KafkaStream] = {}
-            for _, stream in self._bound.values():
-                seen.setdefault(id(stream), stream)
+            seen: dict[int, object] = {}
+            for pair in self._bound.values():
+                seen.setdefault(id(pair[index]), pair[index])
             return list(seen.values())

@@ -102,6 +102,14 @@ class ZKRebalancerListener:
         self._thread = threading.Thread(target=self._watch, name=f"{self.consumer_id}_watcher_executor", daemon=True)
         self._thread.start()
 
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def watcher_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def trigger(self, reason: str = "") -> None:
         """`rebalanceEventTriggered`: set a flag; any number of triggers during a rebalance give one follow-up."""
         log.debug("%s: rebalance triggered (%s)", self.consumer_id, reason)

@@ -189,7 +189,7 @@ def test_bad_registration_from_another_client_fails_attempts_but_harms_nobody(cl
     wait_for(lambda: len(zk.owners(group)) == 2, message="owned")
     zk.create(f"/consumers/{group}/ids/garbage", b"{truncated", ephemeral=True)
     wait_for(lambda: member.rebalance_stats.failures >= 1, message="the attempt fails and is logged")
-    assert member.listener._thread.is_alive()
+    assert member.listener.watcher_alive
     zk.delete(f"/consumers/{group}/ids/garbage")
     wait_for(lambda: len(zk.owners(group)) == 2, message="recovers on the next trigger")
 

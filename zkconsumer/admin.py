@@ -18,6 +18,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from fetcher_manager.broker import Broker
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import NodeExistsError, ZkClient
+from zkconsumer.zookeeper.group import read_brokers
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +28,8 @@ class AdminError(RuntimeError):
 
 
 def live_brokers(zk: ZkClient) -> list[Broker]:
-    """Brokers registered under /brokers/ids, sorted by id; unreadable registrations are logged and skipped."""
-    brokers = []
-    for child in sorted(zk.get_children(layout.BROKER_IDS) or [], key=lambda c: (not c.isdigit(), c)):
-        if not child.isdigit():
-            log.warning("ignoring non-numeric broker id %s under %s", child, layout.BROKER_IDS)
-            continue
-        path = layout.broker_path(int(child))
-        found = zk.get(path)
-        if found is None:
-            continue
-        try:
-            brokers.append(codecs.decode_broker(path, int(child), found[0]))
-        except codecs.ZnodeDataError as exc:
-            log.warning("%s", exc)
-    return brokers
+    """Registered brokers; unreadable registrations are logged and skipped."""
+    return read_brokers(zk, skip_bad=True)
 
 
 def bootstrap_from_zookeeper(zk: ZkClient) -> str:

@@ -26,8 +26,7 @@ from zkconsumer.config import ConsumerConfig
 from zkconsumer.registration import make_consumer_id, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import WatchHandle, ZkClient
-from zkconsumer.zookeeper.codecs import ZnodeDataError
-from zkconsumer.zookeeper.group import ZkGroupStore
+from zkconsumer.zookeeper.group import ZkGroupStore, read_brokers
 
 log = logging.getLogger(__name__)
 Decoder = Callable[[bytes | None], Any]
@@ -199,11 +198,7 @@ class ZookeeperConsumerConnector:
         )
 
     def _live_brokers(self) -> list[Broker]:
-        try:
-            return self.store.live_brokers()
-        except ZnodeDataError as exc:
-            log.warning("%s: %s", self.consumer_id, exc)
-            return []
+        return read_brokers(self.zk, skip_bad=True)
 
     def _claim_streams_once(self) -> None:
         if self._is_shut_down:
@@ -228,7 +223,7 @@ class ZookeeperConsumerConnector:
 
     def _reinitialize(self, topics: set[str]) -> None:
         """Install watches (once each) and run the first rebalance in the caller's thread."""
-        if self.listener._thread is None:
+        if not self.listener.started:
             self.zk.on_new_session(self.listener.session_renewed)
             self.zk.watch_children(layout.ids_dir(self.config.group_id),
                                    lambda _children: self.listener.trigger("group membership changed"), initial=False)
@@ -260,7 +255,7 @@ class ZookeeperConsumerConnector:
             for i, (queue, stream) in enumerate(pairs):
                 self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, i), queue, stream)
         self._wildcard_topics = allowed
-        if self.listener._thread is not None:  # after the first rebalance: a follow-up, off kazoo's thread
+        if self.listener.started:  # after the first rebalance: a follow-up, off kazoo's thread
             self._watch_topic_data(allowed)
             self.listener.trigger("wildcard topic set changed")
 

@@ -44,6 +44,7 @@ def describe_group(zk: ZkClient, group: str, log_end: LogEndLookup | None = None
         raise ValueError(f"group {group!r} does not exist in ZooKeeper at {zk.connect}: see `zkconsumer groups list`")
     topics = set(zk.get_children(layout.offsets_dir(group)) or [])
     topics |= set(zk.get_children(layout.owners_dir(group)) or [])
+    all_topics = zk.get_children(layout.BROKER_TOPICS) or []
     for member in members(zk, group):
         found = zk.get(layout.registration_path(group, member))
         if found is None:
@@ -53,7 +54,6 @@ def describe_group(zk: ZkClient, group: str, log_end: LogEndLookup | None = None
         except codecs.ZnodeDataError as exc:
             log.warning("%s", exc)
             continue
-        all_topics = zk.get_children(layout.BROKER_TOPICS) or []
         topics |= set(registration.topic_streams(all_topics))
     partitions: list[tuple[str, int]] = []
     for topic in sorted(topics):

@@ -124,8 +124,8 @@ class EmbeddedCluster:
         argv = [sys.executable, "-m", "zkconsumer.embedded.registrar", "--zookeeper", self.zookeeper_connect,
                 "--broker-id", str(self.broker.node_id), "--port", str(self.broker.port)]
         log_path = self.base_dir / "broker" / "registrar.log"
-        env_marker = f"--port {self.broker.port}"
-        self.registrar = start_detached("registrar", argv, log_path, marker=env_marker)
+        marker = f"--port {self.broker.port}"
+        self.registrar = start_detached("registrar", argv, log_path, marker=marker)
         with ZkClient(self.zookeeper_connect, log_id="cluster") as zk:
             path = layout.broker_path(self.broker.node_id)
             if not wait_until(lambda: zk.exists(path) or not is_running(self.registrar), 30):

@@ -13,6 +13,29 @@ from zkconsumer.zookeeper.client import ZkClient
 log = logging.getLogger(__name__)
 
 
+def read_brokers(zk: ZkClient, *, skip_bad: bool = False) -> list[Broker]:
+    """Every broker registered under /brokers/ids, sorted by id.
+
+    A broker that leaves between list and read is simply not live. An unreadable registration raises
+    `ZnodeDataError` (a rebalance attempt must see the whole cluster), or with `skip_bad` is logged and skipped
+    (the leader finder and the CLI can still use the other brokers).
+    """
+    brokers = []
+    for child in zk.get_children(layout.BROKER_IDS) or []:
+        path = f"{layout.BROKER_IDS}/{child}"
+        try:
+            if not child.isdigit():
+                raise codecs.ZnodeDataError(path, None, "broker ids must be integers")
+            found = zk.get(path)
+            if found is not None:
+                brokers.append(codecs.decode_broker(path, int(child), found[0]))
+        except codecs.ZnodeDataError as exc:
+            if not skip_bad:
+                raise
+            log.warning("%s: %s", zk.log_id, exc)
+    return sorted(brokers)
+
+
 class ZkGroupStore:
     def __init__(self, zk: ZkClient, group: str) -> None:
         self.zk = zk
@@ -33,15 +56,7 @@ class ZkGroupStore:
         return self.zk.get_children(layout.BROKER_TOPICS) or []
 
     def live_brokers(self) -> list[Broker]:
-        brokers = []
-        for child in self.zk.get_children(layout.BROKER_IDS) or []:
-            path = f"{layout.BROKER_IDS}/{child}"
-            if not child.isdigit():
-                raise codecs.ZnodeDataError(path, None, "broker ids must be integers")
-            found = self.zk.get(path)
-            if found is not None:  # a broker that left between list and read is simply not live
-                brokers.append(codecs.decode_broker(path, int(child), found[0]))
-        return sorted(brokers)
+        return read_brokers(self.zk)
 
     def partitions_for_topics(self, topics: Iterable[str]) -> dict[str, list[int]]:
         result = {}

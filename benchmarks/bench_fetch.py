@@ -67,7 +67,7 @@ def produce(bootstrap: str, messages: int, size: int, partitions: int) -> float:
 
 def run_ours(broker: Broker, messages: int, partitions: int, streams: int) -> float:
     settings = FetchSettings(client_id="bench", consumer_id="bench_ours", auto_offset_reset="smallest")
-    queues = [ChunkQueue(settings.queued_max_message_chunks) for _ in range(streams)]
+    queues = [ChunkQueue(2) for _ in range(streams)]  # queued.max.message.chunks default
     kafka_streams = [KafkaStream(q, consumer_timeout_ms=int(STALL_S * 1000)) for q in queues]
     infos = [PartitionTopicInfo(TOPIC, p, queues[p % streams], -1, -1) for p in range(partitions)]
     counts = [0] * streams

@@ -1,23 +1,37 @@
-"""One fetcher thread per (leader broker, fetcher id): fetch, enqueue chunks, advance offsets (spec §5)."""
+"""One fetcher thread per (leader broker, fetcher id): fetch, enqueue chunks, advance offsets.
+
+Follows Kafka 0.8.2's ``ConsumerFetcherThread.scala`` and ``AbstractFetcherThread.scala``; stopping is split
+into ``initiate_shutdown`` and ``await_shutdown`` as in ``ShutdownableThread.scala``, so that a manager can
+signal all its fetchers before waiting for any.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.chunks import FetchedDataChunk
-from fetcher_manager.kafka_wire import NO_ERROR, OFFSET_OUT_OF_RANGE, BrokerError, KafkaWire, WireError, error_name
-from fetcher_manager.metrics import MetricsRegistry, metric_name
+from fetcher_manager.kafka_wire import (
+    NO_ERROR,
+    OFFSET_OUT_OF_RANGE,
+    BrokerError,
+    KafkaWire,
+    WireError,
+    WireFactory,
+    error_name,
+)
+from fetcher_manager.metrics import Histogram, Meter, MetricsRegistry, Timer, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.records import scan_record_set
 from fetcher_manager.settings import FetchSettings
+from fetcher_manager.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 _IDLE_WAIT_S = 0.2  # AbstractFetcherThread waits this long when it holds no partition
 _PUT_POLL_S = 0.1  # how often a fetcher blocked on a full queue checks whether it was asked to stop
 
@@ -31,22 +45,21 @@ class ConsumerFetcherThread(threading.Thread):
 
     def __init__(self, fetcher_id: int, broker: Broker, settings: FetchSettings,
                  on_partition_errors: Callable[[Iterable[TopicPartition]], None], *,
-                 metrics: MetricsRegistry | None = None,
-                 wire_factory: Callable[[FetchSettings], KafkaWire] | None = None) -> None:
+                 metrics: MetricsRegistry | None = None, wire_factory: WireFactory | None = None) -> None:
         super().__init__(name=f"ConsumerFetcherThread-{settings.consumer_id}-{fetcher_id}-{broker.id}", daemon=True)
         self.fetcher_id = fetcher_id
         self.broker = broker
         self._settings = settings
         self._on_errors = on_partition_errors
         self._metrics = metrics
-        self._wire = (wire_factory or _default_wire)(settings)
+        self._wire = (wire_factory or KafkaWire.from_settings)(settings)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._partitions: dict[TopicPartition, PartitionTopicInfo] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
         self._rotation = 0
-        self._broker_meters = self._make_broker_meters()
+        self._broker_metrics = _BrokerMetrics.create(metrics, settings.client_id, broker)
 
     # --- called by the manager -----------------------------------------------------------------------
 
@@ -80,18 +93,35 @@ class ConsumerFetcherThread(threading.Thread):
             return {tp: max(0, hw - self._partitions[tp].fetched_offset)
                     for tp, hw in self._high_watermarks.items() if tp in self._partitions}
 
-    def shutdown(self, timeout_s: float = 10.0) -> None:
-        """Stop, unblock any pending request or queue put, join, and close the sockets. Idempotent."""
+    def initiate_shutdown(self) -> None:
+        """Ask the thread to stop and fail its pending request at once; returns without waiting. Idempotent.
+
+        A put blocked on a full queue notices within ``_PUT_POLL_S``. Only a connect in progress is not
+        interrupted (``KafkaWire.abort`` reaches established connections only).
+        """
         self._stopping.set()
         self._wire.abort()
         with self._changed:
             self._changed.notify_all()
+
+    def await_shutdown(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the thread to end, then drop its partitions; True if it has ended."""
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout_s)
-            if self.is_alive():
-                log.error("[%s] %s did not stop within %.0f s", self._settings.consumer_id, self.name, timeout_s)
-        self._wire.close()
+        stopped = not self.is_alive()
+        if stopped:
+            self._wire.close()  # the thread closed it on its way out too; this covers a thread never started
+        else:
+            # Its sockets stay open (but shut down) until it ends: closing them under a blocked recv could
+            # hand the descriptor number to another socket while the recv still uses it.
+            log.error("[%s] %s did not stop within %.1f s", self._settings.consumer_id, self.name, timeout_s)
         self.remove_partitions(self.partitions())
+        return stopped
+
+    def shutdown(self, timeout_s: float = 10.0) -> bool:
+        """``initiate_shutdown`` then ``await_shutdown``: stop one fetcher (the manager stops many in parallel)."""
+        self.initiate_shutdown()
+        return self.await_shutdown(timeout_s)
 
     # --- the thread ----------------------------------------------------------------------------------
 
@@ -126,9 +156,8 @@ class ConsumerFetcherThread(threading.Thread):
 
     def _fetch(self, offsets: dict[TopicPartition, int]) -> list[TopicPartition]:
         s = self._settings
-        timed = self._broker_meters[2].time() if self._broker_meters else nullcontext()
         try:
-            with timed:
+            with self._timed_request():
                 response = self._wire.fetch(self.broker, offsets, s.fetch_wait_max_ms, s.fetch_min_bytes,
                                             s.fetch_message_max_bytes)
         except (WireError, BrokerError) as exc:
@@ -137,10 +166,14 @@ class ConsumerFetcherThread(threading.Thread):
                             s.consumer_id, self.name, self.broker, exc, len(offsets))
                 self._wire.disconnect(self.broker)
             return list(offsets)
+        metrics = self._broker_metrics
+        if metrics is not None:
+            metrics.response_size.update(response.size_bytes)
+            metrics.all_brokers_response_size.update(response.size_bytes)
         failed = []
         fetched_bytes = 0
         for tp, requested in offsets.items():
-            part = response.get(tp)
+            part = response.partitions.get(tp)
             info = self._partitions.get(tp)
             # Only act if the partition is still ours at the offset we asked for (it may have moved since).
             if part is None or info is None or info.fetched_offset != requested or self._stopping.is_set():
@@ -156,12 +189,22 @@ class ConsumerFetcherThread(threading.Thread):
                     failed.append(tp)
             else:
                 log.warning("[%s] %s: error %s for %s:%d; returning it to the leader finder",
-                            s.consumer_id, self.name, error_name(part.error_code), tp[0], tp[1])
+                            s.consumer_id, self.name, error_name(part.error_code), tp.topic, tp.partition)
                 failed.append(tp)
-        if self._broker_meters:
-            self._broker_meters[0].mark()
-            self._broker_meters[1].mark(fetched_bytes)
+        if metrics is not None:
+            metrics.requests.mark()
+            metrics.fetched_bytes.mark(fetched_bytes)
         return failed
+
+    @contextmanager
+    def _timed_request(self) -> Iterator[None]:
+        metrics = self._broker_metrics
+        if metrics is None:
+            yield
+            return
+        # SimpleConsumer.scala's fetch times the all-brokers timer around the per-broker one; failures count too.
+        with metrics.all_brokers_request_time.time(), metrics.request_time.time():
+            yield
 
     def _enqueue(self, info: PartitionTopicInfo, fetch_offset: int, records: bytes) -> int:
         """Queue one chunk (blocking while the stream's queue is full) and advance the fetched offset."""
@@ -188,12 +231,12 @@ class ConsumerFetcherThread(threading.Thread):
         except (WireError, BrokerError) as exc:
             if not self._stopping.is_set():
                 log.warning("[%s] %s: cannot reset offset of %s:%d (%s)", self._settings.consumer_id, self.name,
-                            tp[0], tp[1], exc)
+                            tp.topic, tp.partition, exc)
             return False
         info.reset_fetch_offset(offset)
         info.set_consumed_offset(offset)
         log.info("[%s] %s: reset fetch offset of %s:%d to %s offset %d", self._settings.consumer_id, self.name,
-                 tp[0], tp[1], "earliest" if earliest else "latest", offset)
+                 tp.topic, tp.partition, "earliest" if earliest else "latest", offset)
         return True
 
     def _hand_back(self, tps: list[TopicPartition]) -> None:
@@ -203,18 +246,9 @@ class ConsumerFetcherThread(threading.Thread):
 
     # --- metrics (all optional) ----------------------------------------------------------------------
 
-    def _make_broker_meters(self) -> tuple | None:
-        if self._metrics is None:
-            return None
-        tags = {"clientId": self._settings.client_id, "brokerHost": self.broker.host, "brokerPort": self.broker.port}
-        return (self._metrics.meter(metric_name("kafka.server", "FetcherStats", "RequestsPerSec", **tags)),
-                self._metrics.meter(metric_name("kafka.server", "FetcherStats", "BytesPerSec", **tags)),
-                self._metrics.timer(metric_name("kafka.consumer", "FetchRequestAndResponseMetrics",
-                                                "FetchRequestRateAndTimeMs", **tags)))
-
     def _lag_name(self, tp: TopicPartition) -> str:
         return metric_name("kafka.server", "FetcherLagMetrics", "ConsumerLag", clientId=self._settings.client_id,
-                           topic=tp[0], partition=tp[1])
+                           topic=tp.topic, partition=tp.partition)
 
     def _register_lag_gauge(self, tp: TopicPartition) -> None:
         if self._metrics is not None:
@@ -225,5 +259,29 @@ class ConsumerFetcherThread(threading.Thread):
             self._metrics.remove(self._lag_name(tp))
 
 
-def _default_wire(settings: FetchSettings) -> KafkaWire:
-    return KafkaWire(settings.client_id, settings.socket_timeout_ms, settings.socket_receive_buffer_bytes)
+class _BrokerMetrics(NamedTuple):
+    """The per-broker metrics of a fetcher: AbstractFetcherThread.scala's FetcherStats, and
+    FetchRequestAndResponseStats.scala's per-broker and all-brokers (tagged by clientId only) metrics."""
+
+    requests: Meter
+    fetched_bytes: Meter
+    request_time: Timer
+    all_brokers_request_time: Timer
+    response_size: Histogram
+    all_brokers_response_size: Histogram
+
+    @classmethod
+    def create(cls, metrics: MetricsRegistry | None, client_id: str, broker: Broker) -> _BrokerMetrics | None:
+        if metrics is None:
+            return None
+        tags = {"clientId": client_id, "brokerHost": broker.host, "brokerPort": broker.port}
+
+        def stats(name: str, **labels: object) -> str:
+            return metric_name("kafka.consumer", "FetchRequestAndResponseMetrics", name, **labels)
+
+        return cls(metrics.meter(metric_name("kafka.server", "FetcherStats", "RequestsPerSec", **tags)),
+                   metrics.meter(metric_name("kafka.server", "FetcherStats", "BytesPerSec", **tags)),
+                   metrics.timer(stats("FetchRequestRateAndTimeMs", **tags)),
+                   metrics.timer(stats("FetchRequestRateAndTimeMs", clientId=client_id)),
+                   metrics.histogram(stats("FetchResponseSize", **tags)),
+                   metrics.histogram(stats("FetchResponseSize", clientId=client_id)))

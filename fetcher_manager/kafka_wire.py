@@ -14,8 +14,9 @@ import logging
 import socket
 import struct
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Self
 
 import kafka.codec as _codec
 import kafka.errors as _errors
@@ -25,10 +26,10 @@ from kafka.record.legacy_records import LegacyRecordBatch
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.errors import InvalidMessageError
+from fetcher_manager.settings import FetchSettings
+from fetcher_manager.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 NO_ERROR = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -64,6 +65,16 @@ class FetchedPartition:
 
 
 @dataclass(frozen=True)
+class FetchResult:
+    """One Fetch response: each partition's part, and the response's size as it came off the socket."""
+
+    partitions: dict[TopicPartition, FetchedPartition]
+    # The frame after its 4-byte length prefix, i.e. what Kafka 0.8.2's FetchResponse.sizeInBytes counts
+    # (FetchResponse.scala) and SimpleConsumer.fetch feeds to the FetchResponseSize histogram.
+    size_bytes: int
+
+
+@dataclass(frozen=True)
 class ClusterMetadata:
     brokers: dict[int, Broker]
     leaders: dict[TopicPartition, int | None]  # every partition the broker reported; None = no leader now
@@ -90,7 +101,7 @@ class _Connection:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
         self.versions: dict[str, int] = {}
         try:
-            answer = self.call(ApiVersionsRequest(), 0)
+            answer, _ = self.call(ApiVersionsRequest(), 0)
             if answer.error_code:
                 raise BrokerError(answer.error_code, f"ApiVersions from broker {broker}")
             offered = {entry.api_key: (entry.min_version, entry.max_version) for entry in answer.api_keys}
@@ -110,7 +121,8 @@ class _Connection:
             low, high = _SUPPORTED[name][1:]
             raise WireError(f"broker {self.broker} supports no {name} version in {low}..{high}") from None
 
-    def call(self, request, version: int, extra_timeout_s: float = 0.0):
+    def call(self, request, version: int, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
+        """Send one request and read its answer: (decoded response, frame size in bytes)."""
         self._correlation_id = (self._correlation_id + 1) % _INT32_MAX
         request.API_VERSION = version
         request.with_header(correlation_id=self._correlation_id, client_id=self._client_id)
@@ -131,7 +143,7 @@ class _Connection:
             raise WireError(f"undecodable {response_class.__name__} v{version} from {self.broker}: {exc}") from exc
         if response.header.correlation_id != self._correlation_id:
             raise WireError(f"correlation id {response.header.correlation_id} != {self._correlation_id}")
-        return response
+        return response, size
 
     def _read(self, size: int) -> bytearray:
         buf = bytearray(size)
@@ -143,6 +155,9 @@ class _Connection:
                 raise WireError(f"broker {self.broker} closed the connection")
             got += n
         return buf
+
+
+WireFactory = Callable[[FetchSettings], "KafkaWire"]  # how the manager and its fetchers get their wires
 
 
 class KafkaWire:
@@ -160,6 +175,12 @@ class KafkaWire:
         self._connections: dict[Broker, _Connection] = {}
         self._aborted = False
 
+    @classmethod
+    def from_settings(cls, settings: FetchSettings) -> Self:
+        """The wire a consumer's leader finder and fetcher threads use (``socket.timeout.ms``,
+        ``socket.receive.buffer.bytes``, ``client.id``); a subclass gets an instance of itself."""
+        return cls(settings.client_id, settings.socket_timeout_ms, settings.socket_receive_buffer_bytes)
+
     def metadata(self, brokers: Sequence[Broker], topics: Collection[str]) -> ClusterMetadata:
         """Ask the brokers in the given order until one answers; WireError if none does."""
         failures = []
@@ -173,17 +194,17 @@ class KafkaWire:
     def _metadata_from(self, broker: Broker, topics: list[str]) -> ClusterMetadata:
         topic_type = MetadataRequest.MetadataRequestTopic
         request = MetadataRequest(topics=[topic_type(name=name) for name in topics], allow_auto_topic_creation=False)
-        response = self._call(broker, "metadata", request)
+        response, _ = self._call(broker, "metadata", request)
         brokers = {entry.node_id: Broker(entry.node_id, entry.host, entry.port) for entry in response.brokers}
         leaders: dict[TopicPartition, int | None] = {}
         for topic in response.topics:
             for part in topic.partitions:
                 ok = part.error_code in (NO_ERROR, _errors.ReplicaNotAvailableError.errno) and part.leader_id >= 0
-                leaders[(topic.name, part.partition_index)] = part.leader_id if ok else None
+                leaders[TopicPartition(topic.name, part.partition_index)] = part.leader_id if ok else None
         return ClusterMetadata(brokers, leaders)
 
     def fetch(self, broker: Broker, offsets: Mapping[TopicPartition, int], max_wait_ms: int, min_bytes: int,
-              partition_max_bytes: int, *, max_bytes: int | None = None) -> dict[TopicPartition, FetchedPartition]:
+              partition_max_bytes: int, *, max_bytes: int | None = None) -> FetchResult:
         """One Fetch for ``offsets`` (in their order); a response-level error is reported on every partition."""
         topic_type = FetchRequest.FetchTopic
         partition_type = topic_type.FetchPartition
@@ -196,17 +217,17 @@ class KafkaWire:
         request = FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                max_bytes=min(max_bytes, _INT32_MAX), isolation_level=0,
                                topics=[topic_type(topic=t, partitions=parts) for t, parts in by_topic.items()])
-        response = self._call(broker, "fetch", request, extra_timeout_s=max_wait_ms / 1000.0)
+        response, size = self._call(broker, "fetch", request, extra_timeout_s=max_wait_ms / 1000.0)
         top_error = getattr(response, "error_code", NO_ERROR) or NO_ERROR
         result: dict[TopicPartition, FetchedPartition] = {}
         for topic in response.responses:
             for part in topic.partitions:
-                result[(topic.topic, part.partition_index)] = FetchedPartition(
+                result[TopicPartition(topic.topic, part.partition_index)] = FetchedPartition(
                     top_error or part.error_code, part.high_watermark, part.records or b"")
         if top_error:
             for tp in offsets:
-                result.setdefault(tp, FetchedPartition(top_error, -1, b""))
-        return result
+                result.setdefault(TopicPartition(*tp), FetchedPartition(top_error, -1, b""))
+        return FetchResult(result, size)
 
     def offset_for(self, broker: Broker, tp: TopicPartition, earliest: bool) -> int:
         """The log start (``earliest``) or log end offset of a partition on its leader.
@@ -215,13 +236,14 @@ class KafkaWire:
         several records, so the end is the larger of that answer and a Fetch's high watermark (correct on
         both tansu and Kafka).
         """
+        tp = TopicPartition(*tp)  # callers outside fetcher_manager may still pass a plain (topic, partition)
         start = self._list_offset(broker, tp, _EARLIEST)
         if earliest:
             return start
         listed = self._list_offset(broker, tp, _LATEST)
         # max_wait_ms=1, not 0: tansu answers a zero-wait Fetch with no partitions at all.
         probe = self.fetch(broker, {tp: start}, max_wait_ms=1, min_bytes=0, partition_max_bytes=1, max_bytes=1)
-        fetched = probe.get(tp)
+        fetched = probe.partitions.get(tp)
         if fetched is not None and fetched.error_code == NO_ERROR:
             return max(listed, fetched.high_watermark)
         return listed
@@ -229,17 +251,19 @@ class KafkaWire:
     def _list_offset(self, broker: Broker, tp: TopicPartition, timestamp: int) -> int:
         topic_type = ListOffsetsRequest.ListOffsetsTopic
         request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[topic_type(
-            name=tp[0], partitions=[topic_type.ListOffsetsPartition(partition_index=tp[1], timestamp=timestamp)])])
-        response = self._call(broker, "list_offsets", request)
+            name=tp.topic, partitions=[topic_type.ListOffsetsPartition(partition_index=tp.partition,
+                                                                       timestamp=timestamp)])])
+        response, _ = self._call(broker, "list_offsets", request)
         for topic in response.topics:
             for part in topic.partitions:
                 if (topic.name, part.partition_index) == tp:
                     if part.error_code:
-                        raise BrokerError(part.error_code, f"ListOffsets {tp[0]}-{tp[1]} on broker {broker.id}")
+                        raise BrokerError(part.error_code,
+                                          f"ListOffsets {tp.topic}-{tp.partition} on broker {broker.id}")
                     return part.offset
-        raise WireError(f"ListOffsets response from broker {broker.id} lacks {tp[0]}-{tp[1]}")
+        raise WireError(f"ListOffsets response from broker {broker.id} lacks {tp.topic}-{tp.partition}")
 
-    def _call(self, broker: Broker, name: str, request, extra_timeout_s: float = 0.0):
+    def _call(self, broker: Broker, name: str, request, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
         conn = self._connection(broker)
         try:
             return conn.call(request, conn.version(name), extra_timeout_s)

@@ -1,9 +1,11 @@
-"""ConsumerFetcherManager: a leader-finder thread plus fetcher threads keyed by (leader, fetcher id) (spec §5).
+"""ConsumerFetcherManager: a leader-finder thread plus fetcher threads keyed by (leader, fetcher id), as in
+Kafka 0.8.2's ``ConsumerFetcherManager.scala`` and ``AbstractFetcherManager.scala``.
 
 Usage: after every successful rebalance the connector calls ``start_connections`` with the partitions it
-now owns; before the next one (and at shutdown) ``stop_connections``. All partitions start in the
-no-leader set; the leader finder resolves their leaders with one Metadata request per round and hands
-them to fetcher threads, which return any partition that errors to the set.
+now owns; before the next one ``stop_connections``, and at the end ``shutdown`` and, once its ZooKeeper
+client is closed, ``join``. All partitions start in the no-leader set; the leader finder resolves their
+leaders with one Metadata request per round and hands them to fetcher threads, which return any partition
+that errors to the set.
 """
 
 from __future__ import annotations
@@ -11,38 +13,46 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.fetcher_id import fetcher_id
 from fetcher_manager.fetcher_thread import ConsumerFetcherThread
-from fetcher_manager.kafka_wire import BrokerError, KafkaWire, WireError
+from fetcher_manager.kafka_wire import BrokerError, KafkaWire, WireError, WireFactory
 from fetcher_manager.metrics import MetricsRegistry, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
+from fetcher_manager.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 FetcherKey = tuple[Broker, int]  # (leader, fetcher id)
-_JOIN_TIMEOUT_S = 10.0
+# A fetcher's shutdown interrupts its blocking points (abort() fails the request, a blocked put polls its stop
+# flag), so it ends at once unless it is still connecting to a host that does not answer. Waiting for it
+# matters: once stop_connections returns the connector clears the queues, and no stopped fetcher may put a
+# chunk after that.
+_FETCHER_JOIN_S = 10.0
+# The finder may sit in broker_source(), a ZooKeeper read that abort() cannot interrupt and that can last the
+# ZooKeeper request timeout. Nothing depends on it having ended: it checks its stop flag when it returns, and
+# _assign checks it under the manager lock. So stopping waits only briefly; join() waits for the rest.
+_FINDER_JOIN_S = 0.5
 
 
 class ConsumerFetcherManager:
     def __init__(self, settings: FetchSettings, broker_source: Callable[[], Sequence[Broker]],
-                 metrics: MetricsRegistry | None = None,
-                 wire_factory: Callable[[FetchSettings], KafkaWire] | None = None) -> None:
+                 metrics: MetricsRegistry | None = None, wire_factory: WireFactory | None = None) -> None:
         self._settings = settings
         self._broker_source = broker_source
         self._metrics = metrics
-        self._wire_factory = wire_factory or (lambda s: KafkaWire(s.client_id, s.socket_timeout_ms,
-                                                                  s.socket_receive_buffer_bytes))
+        self._wire_factory = wire_factory or KafkaWire.from_settings
         self._lock = threading.Lock()
         self._no_leader_changed = threading.Condition(self._lock)
         self._partition_map: dict[TopicPartition, PartitionTopicInfo] = {}
         self._no_leader: set[TopicPartition] = set()
         self._fetchers: dict[FetcherKey, ConsumerFetcherThread] = {}
         self._finder: _LeaderFinderThread | None = None
+        self._threads: list[threading.Thread] = []  # everything we started and have not yet seen end
         self._shut_down = False
         self._register_manager_gauges()
 
@@ -63,39 +73,69 @@ class ConsumerFetcherManager:
             self._partition_map = {info.key: info for info in infos}
             self._no_leader.update(self._partition_map)
             self._finder = _LeaderFinderThread(self)
-            self._no_leader_changed.notify_all()
+            self._start(self._finder)
         log.info("[%s] starting fetchers for %d partitions", self._settings.consumer_id, len(infos))
-        self._finder.start()
 
     def stop_connections(self) -> None:
-        """Stop the leader finder, then every fetcher thread (joined, sockets closed); forget all partitions.
+        """Stop the leader finder and every fetcher thread; forget all partitions.
 
-        Idempotent: a second call (or one before any start) does nothing.
+        Every thread is signalled before any is waited for, so stopping takes as long as the slowest thread,
+        not the sum. Fetchers are joined (no stopped fetcher queues a chunk after this returns); the finder
+        only for ``_FINDER_JOIN_S``: if it is inside ``broker_source()`` it stays listed by ``threads()`` and
+        does nothing more when it returns. Idempotent: a second call (or one before any start) does nothing.
         """
         with self._lock:
             finder, self._finder = self._finder, None
-            self._no_leader.clear()
-        if finder is not None:
-            finder.shutdown()
-        with self._lock:
+            if finder is not None:
+                # Under the lock, which _assign holds while it checks the flag: no fetcher starts after this.
+                finder.initiate_shutdown()
+                self._no_leader_changed.notify_all()
             fetchers = list(self._fetchers.values())
             self._fetchers.clear()
-        for fetcher in fetchers:
-            fetcher.shutdown(_JOIN_TIMEOUT_S)
-        with self._lock:
             self._partition_map = {}
             self._no_leader.clear()
+        for fetcher in fetchers:
+            fetcher.initiate_shutdown()
+        deadline = time.monotonic() + _FETCHER_JOIN_S
+        for fetcher in fetchers:
+            fetcher.await_shutdown(max(0.0, deadline - time.monotonic()))
+        if finder is not None:
+            finder.await_shutdown(_FINDER_JOIN_S)
         if finder is not None or fetchers:
             log.info("[%s] all fetchers stopped", self._settings.consumer_id)
 
     def shutdown(self) -> None:
-        """``stop_connections`` for good: later ``start_connections`` calls fail."""
+        """``stop_connections`` for good: later ``start_connections`` calls fail. Returns within about
+        ``_FINDER_JOIN_S`` even if the finder is blocked in ``broker_source()``; ``join`` waits for it."""
         with self._lock:
             self._shut_down = True
         self.stop_connections()
         if self._metrics is not None:
             for name in ("MaxLag", "MinFetchRate"):
                 self._metrics.remove(self._manager_metric(name))
+
+    def threads(self) -> list[threading.Thread]:
+        """The threads this manager started (leader finders, fetchers) that are still alive."""
+        with self._lock:
+            self._threads = [thread for thread in self._threads if thread.is_alive()]
+            return list(self._threads)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """After ``shutdown`` (or ``stop_connections``): wait up to ``timeout`` seconds in all (None: no limit)
+        for every thread this manager started to end; True if none is left.
+
+        Call it after whatever ``broker_source()`` blocks on is closed (the connector's ZooKeeper client), so
+        a finder still inside it fails at once.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads():
+            if thread is threading.current_thread():
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            thread.join(remaining)
+        return not [thread for thread in self.threads() if thread is not threading.current_thread()]
 
     def fetching(self) -> dict[TopicPartition, int]:
         """(topic, partition) -> leader broker id, for every partition a fetcher thread holds right now."""
@@ -121,7 +161,8 @@ class ConsumerFetcherManager:
     def add_partitions_with_error(self, tps: Iterable[TopicPartition]) -> None:
         """Give partitions back to the leader finder (ignored once connections are stopped)."""
         with self._lock:
-            owned = [tp for tp in tps if tp in self._partition_map]
+            # The map's own keys, so a caller's plain (topic, partition) tuple is stored as a TopicPartition.
+            owned = [info.key for tp in tps if (info := self._partition_map.get(tp)) is not None]
             if owned and self._finder is not None:
                 self._no_leader.update(owned)
                 self._no_leader_changed.notify_all()
@@ -143,7 +184,7 @@ class ConsumerFetcherManager:
                 if info is None or tp not in self._no_leader:
                     continue
                 self._no_leader.discard(tp)
-                key = (leader, fetcher_id(tp[0], tp[1], self._settings.num_consumer_fetchers))
+                key = (leader, fetcher_id(tp.topic, tp.partition, self._settings.num_consumer_fetchers))
                 batches.setdefault(key, {})[tp] = info
             for key, infos in batches.items():
                 fetcher = self._fetchers.get(key)
@@ -151,17 +192,25 @@ class ConsumerFetcherManager:
                     fetcher = ConsumerFetcherThread(key[1], key[0], self._settings, self.add_partitions_with_error,
                                                     metrics=self._metrics, wire_factory=self._wire_factory)
                     self._fetchers[key] = fetcher
-                    fetcher.start()
+                    self._start(fetcher)
                 fetcher.add_partitions(infos)
                 log.info("[%s] %s now fetches %s", self._settings.consumer_id, fetcher.name,
                          ", ".join(f"{t}:{p}" for t, p in sorted(infos)))
 
-    def _shutdown_idle_fetchers(self) -> None:
+    def _shutdown_idle_fetchers(self, stopping: threading.Event) -> None:
         with self._lock:
+            if stopping.is_set():  # a stopped finder must not touch the fetchers of the next generation
+                return
             idle = [key for key, fetcher in self._fetchers.items() if fetcher.partition_count() == 0]
             doomed = [self._fetchers.pop(key) for key in idle]
         for fetcher in doomed:
-            fetcher.shutdown(_JOIN_TIMEOUT_S)
+            fetcher.shutdown(_FETCHER_JOIN_S)
+
+    def _start(self, thread: threading.Thread) -> None:
+        """Start a thread of ours and remember it for ``threads()``/``join()``; the caller holds the lock."""
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+        thread.start()
 
     # --- metrics -------------------------------------------------------------------------------------
 
@@ -185,7 +234,8 @@ class ConsumerFetcherManager:
 
 
 class _LeaderFinderThread(threading.Thread):
-    """Waits for leaderless partitions, looks their leaders up, hands them over, then backs off."""
+    """Waits for leaderless partitions, looks their leaders up, hands them over, then backs off
+    (``ConsumerFetcherManager.scala``'s ``LeaderFinderThread``)."""
 
     def __init__(self, manager: ConsumerFetcherManager) -> None:
         super().__init__(name=f"{manager._settings.consumer_id}-leader-finder-thread", daemon=True)
@@ -203,7 +253,7 @@ class _LeaderFinderThread(threading.Thread):
                 except Exception:
                     if not self._stopping.is_set():
                         log.exception("[%s] error in %s", self._settings.consumer_id, self.name)
-                self._manager._shutdown_idle_fetchers()
+                self._manager._shutdown_idle_fetchers(self._stopping)
                 # An Event wait rather than a sleep, so shutdown() does not wait out the backoff.
                 self._stopping.wait(self._settings.refresh_leader_backoff_ms / 1000.0)
         finally:
@@ -215,6 +265,8 @@ class _LeaderFinderThread(threading.Thread):
         if self._stopping.is_set() or not wanted:
             return
         brokers = list(self._manager._broker_source())
+        if self._stopping.is_set():
+            return  # it may have blocked for seconds on ZooKeeper: a finder stopped meanwhile sends nothing
         random.shuffle(brokers)  # as ClientUtils.fetchTopicMetadata: spread the load, no favourite broker
         try:
             metadata = self._wire.metadata(brokers, {topic for topic, _ in wanted})
@@ -234,13 +286,17 @@ class _LeaderFinderThread(threading.Thread):
             log.debug("[%s] %d partitions still have no leader", self._settings.consumer_id, missing)
         self._manager._assign(leaders, self._stopping)
 
-    def shutdown(self) -> None:
+    def initiate_shutdown(self) -> None:
+        """Set the stop flag and fail a pending Metadata request. The caller wakes ``_wait_for_no_leader``
+        (it holds the manager's lock); nothing can wake a ``broker_source()`` call."""
         self._stopping.set()
         self._wire.abort()
-        with self._manager._no_leader_changed:
-            self._manager._no_leader_changed.notify_all()
+
+    def await_shutdown(self, timeout_s: float) -> bool:
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout_s)
         if self.is_alive():
-            self.join(_JOIN_TIMEOUT_S)
-            if self.is_alive():
-                log.error("[%s] %s did not stop within %.0f s", self._settings.consumer_id, self.name,
-                          _JOIN_TIMEOUT_S)
+            log.warning("[%s] %s still running after %.1f s (waiting for the broker list?); it will do nothing "
+                        "more when that returns", self._settings.consumer_id, self.name, timeout_s)
+            return False
+        return True

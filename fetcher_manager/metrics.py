@@ -1,4 +1,4 @@
-"""A tiny Yammer-style metrics registry keyed by Kafka's JMX-style names (spec §7).
+"""A tiny Yammer-style metrics registry keyed by Kafka's JMX-style names (``KafkaMetricsGroup.scala``).
 
 Kafka 0.8 names metrics ``group:type=Type,name=Name,tag=value,...``; those names are the interface operators
 know, and they do not fit Prometheus naming, so we keep a small registry of our own instead of a client library.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from time import monotonic
@@ -17,6 +18,8 @@ from typing import Any
 Clock = Callable[[], float]
 
 _TICK_SECONDS = 5.0  # Yammer ticks its moving averages every 5 s
+_RESERVOIR_SIZE = 1028  # the sample size of Yammer's histograms (metrics-core 2.2 Histogram.DEFAULT_SAMPLE_SIZE)
+_PERCENTILE_KEYS = (("p50", 0.5), ("p75", 0.75), ("p95", 0.95), ("p99", 0.99))
 _ONE_MINUTE_ALPHA = 1.0 - math.exp(-_TICK_SECONDS / 60.0)
 
 
@@ -177,6 +180,87 @@ class Timer:
         return self._meter.one_minute_rate
 
 
+class Histogram:
+    """A distribution of values (Yammer ``Histogram``): count, min, max and mean over every value recorded,
+    and the 50th/75th/95th/99th percentiles over the most recent ``reservoir_size`` values.
+
+    Kafka creates its histograms "biased" (an exponentially decaying sample that favours recent values); a
+    window of the latest values favours them too, in bounded memory, and needs neither a clock nor randomness.
+    """
+
+    def __init__(self, reservoir_size: int = _RESERVOIR_SIZE) -> None:
+        if reservoir_size < 1:
+            raise ValueError("a histogram keeps at least one value")
+        self._lock = threading.Lock()
+        self._recent: deque[int | float] = deque(maxlen=reservoir_size)
+        self._count = 0
+        self._sum = 0.0
+        self._min: int | float = 0
+        self._max: int | float = 0
+
+    def update(self, value: int | float) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._min = self._max = value
+            else:
+                self._min = min(self._min, value)
+                self._max = max(self._max, value)
+            self._count += 1
+            self._sum += value
+            self._recent.append(value)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count
+
+    @property
+    def min(self) -> int | float:
+        with self._lock:
+            return self._min
+
+    @property
+    def max(self) -> int | float:
+        with self._lock:
+            return self._max
+
+    @property
+    def mean(self) -> float:
+        with self._lock:
+            return self._sum / self._count if self._count else 0.0
+
+    def percentile(self, quantile: float) -> float:
+        """The value at ``quantile`` (0..1) of the recent values; 0.0 before the first update."""
+        if not 0.0 <= quantile <= 1.0:
+            raise ValueError(f"quantile {quantile} is not in [0, 1]")
+        with self._lock:
+            values = sorted(self._recent)
+        return _quantile(values, quantile)
+
+    def snapshot(self) -> dict[str, int | float]:
+        """count, min, max, mean and p50/p75/p95/p99, all read at one instant (one lock, one sort)."""
+        with self._lock:
+            count, total, low, high = self._count, self._sum, self._min, self._max
+            values = sorted(self._recent)
+        data: dict[str, int | float] = {"count": count, "min": low, "max": high,
+                                        "mean": total / count if count else 0.0}
+        data.update((key, _quantile(values, q)) for key, q in _PERCENTILE_KEYS)
+        return data
+
+
+def _quantile(values: list[int | float], quantile: float) -> float:
+    # metrics-core 2.2 Snapshot.getValue: linear interpolation at position quantile * (n + 1), clamped.
+    if not values:
+        return 0.0
+    pos = quantile * (len(values) + 1)
+    if pos < 1:
+        return float(values[0])
+    if pos >= len(values):
+        return float(values[-1])
+    lower, upper = values[int(pos) - 1], values[int(pos)]
+    return lower + (pos - math.floor(pos)) * (upper - lower)
+
+
 class Gauge:
     """A value read on demand from a zero-argument callable (e.g. a queue's size)."""
 
@@ -209,7 +293,7 @@ class Counter:
             return self._count
 
 
-Metric = Meter | Timer | Gauge | Counter
+Metric = Meter | Timer | Histogram | Gauge | Counter
 
 
 class MetricsRegistry:
@@ -228,6 +312,9 @@ class MetricsRegistry:
 
     def counter(self, name: str) -> Counter:
         return self._get_or_create(name, Counter, Counter)
+
+    def histogram(self, name: str) -> Histogram:
+        return self._get_or_create(name, Histogram, Histogram)
 
     def gauge(self, name: str, fn: Callable[[], Any]) -> Gauge:
         """Register (or replace: a re-created stream re-registers its queue-size gauge) a gauge."""
@@ -260,7 +347,8 @@ class MetricsRegistry:
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Plain-data view, sorted by name: meters give count/mean_rate/one_minute_rate, timers add
-        mean_ms/max_ms/min_ms, counters give count and gauges value."""
+        mean_ms/max_ms/min_ms, histograms give count/min/max/mean/p50/p75/p95/p99, counters give count and
+        gauges value."""
         with self._lock:
             items = sorted(self._metrics.items())
         # Read outside the lock: a gauge callable may itself touch the registry.
@@ -281,6 +369,8 @@ def _read(metric: Metric) -> dict[str, Any]:
         return {"value": metric.value}
     if isinstance(metric, Counter):
         return {"count": metric.count}
+    if isinstance(metric, Histogram):
+        return metric.snapshot()
     data: dict[str, Any] = {
         "count": metric.count,
         "mean_rate": metric.mean_rate,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from fetcher_manager.topic_partition import TopicPartition
+
 if TYPE_CHECKING:
     from fetcher_manager.chunks import ChunkQueue
 
@@ -48,8 +50,8 @@ class PartitionTopicInfo:
         self._fetched = offset
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
+    def key(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
 
     def __repr__(self) -> str:
         return (f"{self.topic}:{self.partition}: fetched offset = {self._fetched}: "

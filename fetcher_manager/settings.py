@@ -1,4 +1,8 @@
-"""The consumer configuration the fetcher side reads (spec §2), already parsed and validated by the connector."""
+"""The part of the consumer configuration the fetcher side reads, already parsed and validated by the connector.
+
+Settings the fetchers never read stay with the connector (``consumer.timeout.ms`` goes straight to each
+``KafkaStream``), so this class does not suggest that changing them here changes fetching.
+"""
 
 from __future__ import annotations
 
@@ -17,13 +21,9 @@ class FetchSettings:
     socket_timeout_ms: int = 30000
     socket_receive_buffer_bytes: int = 65536
     auto_offset_reset: str = "largest"  # "smallest" | "largest"
-    queued_max_message_chunks: int = 2
-    consumer_timeout_ms: int = -1
 
     def __post_init__(self) -> None:
         if self.auto_offset_reset not in ("smallest", "largest"):
             raise ValueError(f"auto_offset_reset must be 'smallest' or 'largest', not {self.auto_offset_reset!r}")
         if self.num_consumer_fetchers < 1:
             raise ValueError("num_consumer_fetchers must be at least 1")
-        if self.queued_max_message_chunks < 1:
-            raise ValueError("queued_max_message_chunks must be at least 1")

@@ -53,6 +53,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._messages: Sequence[MessageAndMetadata] = ()
         self._index = 0
         self._skipped = 0  # messages of the current batch passed over (below the consumed offset)
+        self._metered_to = 0  # messages of the current batch before this index are already in the meters
 
     def __iter__(self) -> ConsumerIterator:
         return self
@@ -70,6 +71,10 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                     self._skipped += 1  # already handed out before a refetch: never twice
                     continue
                 info.set_consumed_offset(offset + 1)  # type: ignore[union-attr]
+                if index + 1 == len(messages):
+                    # Mark the batch with its last message, not when the next one is asked for: an application
+                    # that has taken everything then sees every message counted.
+                    self._flush_meters()
                 return self._decode(message) if self._decoding else message
             self._advance()
 
@@ -79,7 +84,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._flush_meters()
         self._batches = None
         self._messages = ()
-        self._index = 0
+        self._index = self._metered_to = 0
 
     def _advance(self) -> None:
         """Load the next batch of the current chunk, or the next chunk; raises when there is none."""
@@ -88,7 +93,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 raise StopIteration
             raise IteratorFailedError(f"[{self._client_id}] iterator failed earlier: {self._failure!r}")
         self._flush_meters()
-        self._messages, self._index = (), 0
+        self._messages, self._index, self._metered_to = (), 0, 0
         if self._batches is not None:
             try:
                 batch = next(self._batches, None)
@@ -140,8 +145,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
 
     def _flush_meters(self) -> None:
         # MessagesPerSec is marked once per batch (not per message as in Kafka) to keep the hot path lean.
-        handed = self._index - self._skipped
-        self._skipped = 0
+        handed = self._index - self._metered_to - self._skipped
+        self._metered_to, self._skipped = self._index, 0
         if self._metrics is None or handed <= 0 or self._info is None:
             return
         topic = self._info.topic

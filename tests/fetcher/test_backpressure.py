@@ -1,4 +1,4 @@
-"""Behaviour 37: a stream's queue holds at most queued.max.message.chunks chunks and a full queue stalls its
+"""A stream's queue holds at most queued.max.message.chunks chunks and a full queue stalls its
 fetcher, which resumes once the application consumes."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ def test_full_queue_stalls_the_fetcher_until_consumed(tansu: TansuBroker) -> Non
     topic = create_topic(tansu.bootstrap, 1)
     total = produce(tansu.bootstrap, topic, [(0, b"k%d" % i, b"v" * 50) for i in range(6)], flush_each=True)
     # A tiny fetch size: tansu then returns about one batch (= one record here) per fetch.
-    s = settings(auto_offset_reset="smallest", queued_max_message_chunks=1, fetch_message_max_bytes=100)
+    s = settings(auto_offset_reset="smallest", fetch_message_max_bytes=100)
     broker = broker_of(tansu)
     registry = MetricsRegistry()
     fetches = registry.timer(metric_name("kafka.consumer", "FetchRequestAndResponseMetrics",
                                          "FetchRequestRateAndTimeMs", clientId=s.client_id,
                                          brokerHost=broker.host, brokerPort=broker.port))
-    queue = ChunkQueue(s.queued_max_message_chunks)
+    queue = ChunkQueue(1)
     info = PartitionTopicInfo(topic, 0, queue, -1, -1)
     manager = ConsumerFetcherManager(s, lambda: [broker], registry)
     try:

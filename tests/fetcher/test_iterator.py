@@ -1,4 +1,5 @@
-"""KafkaStream / ConsumerIterator semantics (spec §5, behaviours 32, 35, 36) on locally built chunks."""
+"""KafkaStream / ConsumerIterator semantics (Kafka 0.8.2's KafkaStream.scala and ConsumerIterator.scala) on locally
+built chunks: consumed offsets, timeouts, the shutdown sentinel, refetch skipping, clearing, size and decode errors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fetch_helpers import record_batch
 
 from fetcher_manager.chunks import FetchedDataChunk
 from fetcher_manager.errors import IteratorFailedError, MessageDecodeError, MessageSizeTooLargeError
+from fetcher_manager.metrics import MetricsRegistry, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.records import MessageAndMetadata
 from fetcher_manager.stream import ChunkQueue, ConsumerTimeoutError, KafkaStream
@@ -125,6 +127,29 @@ def test_decoders_apply_per_message_and_a_failure_does_not_stop_iteration(queue:
         next(it)
     assert info.consumed_offset == 2  # the undecodable message counts as consumed
     assert next(it).value == 3
+
+
+def test_messages_per_sec_counts_a_batch_once_its_last_message_is_handed_out(queue: ChunkQueue) -> None:
+    registry = MetricsRegistry()
+    info = PartitionTopicInfo("t", 0, queue, 2, 0)  # a refetch: offsets 0 and 1 were handed out before
+    queue.put(chunk(info, 0, batch(0, 4), batch(4, 3)))
+    it = iter(KafkaStream(queue, 20, client_id="cid", metrics=registry))
+
+    def counts() -> tuple[int, int]:
+        names = [metric_name("kafka.consumer", "ConsumerTopicMetrics", "MessagesPerSec", clientId="cid", topic=t)
+                 for t in ("t", None)]
+        snapshot = registry.snapshot()
+        return tuple(snapshot.get(name, {}).get("count", 0) for name in names)  # type: ignore[return-value]
+
+    assert next(it).offset == 2
+    assert counts() == (0, 0)  # marked per batch, not per message
+    assert next(it).offset == 3
+    assert counts() == (2, 2)  # the first batch's last message: its two handed-out messages, not the skipped two
+    assert [m.offset for m in _take(it, 3)] == [4, 5, 6]
+    assert counts() == (5, 5)  # everything taken, everything counted, without asking for a next message
+    with pytest.raises(ConsumerTimeoutError):
+        next(it)
+    assert counts() == (5, 5)  # and nothing twice
 
 
 def _take(it: Iterator[MessageAndMetadata], n: int) -> list[MessageAndMetadata]:

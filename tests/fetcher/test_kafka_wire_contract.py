@@ -104,7 +104,7 @@ def test_round_trip_against_the_broker(tansu: TansuBroker) -> None:
         assert {name: _SUPPORTED[name][1] <= v <= _SUPPORTED[name][2] for name, v in versions.items()} == {
             "fetch": True, "metadata": True, "list_offsets": True}
 
-        answer = wire.fetch(broker, {(topic, 1): 0, (topic, 0): 0}, 10, 1, 1 << 20)
+        answer = wire.fetch(broker, {(topic, 1): 0, (topic, 0): 0}, 10, 1, 1 << 20).partitions
         assert answer[(topic, 1)].error_code == NO_ERROR
         assert answer[(topic, 1)].high_watermark == 2
         assert isinstance(answer[(topic, 1)].records, bytes)

@@ -12,12 +12,12 @@ from fetch_helpers import broker_of, create_topic, keyed, produce, settings
 from helpers import unique, wait_for
 
 from fetcher_manager.broker import Broker
-from fetcher_manager.kafka_wire import OFFSET_OUT_OF_RANGE, FetchedPartition, KafkaWire, TopicPartition, WireError
+from fetcher_manager.kafka_wire import OFFSET_OUT_OF_RANGE, FetchedPartition, FetchResult, KafkaWire, WireError
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.records import MessageAndMetadata
-from fetcher_manager.settings import FetchSettings
 from fetcher_manager.stream import ChunkQueue, ConsumerTimeoutError, KafkaStream
+from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.embedded.broker import TansuBroker
 
 
@@ -44,7 +44,7 @@ def test_each_message_once_across_a_restart_from_consumed_offsets(tansu: TansuBr
     topic = create_topic(tansu.bootstrap, 4)
     total = produce(tansu.bootstrap, topic, keyed(4, 40))
     s = settings(auto_offset_reset="smallest")
-    queues = [ChunkQueue(s.queued_max_message_chunks) for _ in range(2)]
+    queues = [ChunkQueue(2) for _ in range(2)]
     streams = [KafkaStream(q, consumer_timeout_ms=20) for q in queues]
     infos = [PartitionTopicInfo(topic, p, queues[p % 2], -1, -1) for p in range(4)]
     manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
@@ -132,17 +132,13 @@ class KafkaLikeWire(KafkaWire):
     fail_first_fetch = False
 
     def fetch(self, broker: Broker, offsets: Mapping[TopicPartition, int], max_wait_ms: int, min_bytes: int,
-              partition_max_bytes: int, *, max_bytes: int | None = None) -> dict[TopicPartition, FetchedPartition]:
+              partition_max_bytes: int, *, max_bytes: int | None = None) -> FetchResult:
         if type(self).fail_first_fetch:
             type(self).fail_first_fetch = False
             raise WireError("injected failure")
         result = super().fetch(broker, offsets, max_wait_ms, min_bytes, partition_max_bytes, max_bytes=max_bytes)
-        return {tp: FetchedPartition(OFFSET_OUT_OF_RANGE, -1, b"") if offsets[tp] > part.high_watermark else part
-                for tp, part in result.items()}
-
-
-def kafka_like(settings: FetchSettings) -> KafkaWire:
-    return KafkaLikeWire(settings.client_id, settings.socket_timeout_ms, settings.socket_receive_buffer_bytes)
+        return FetchResult({tp: FetchedPartition(OFFSET_OUT_OF_RANGE, -1, b"") if offsets[tp] > part.high_watermark
+                            else part for tp, part in result.partitions.items()}, result.size_bytes)
 
 
 def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(tansu: TansuBroker) -> None:
@@ -152,7 +148,7 @@ def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(tansu: TansuBr
     queue = ChunkQueue(2)
     infos = [PartitionTopicInfo(topic, p, queue, 1000, 1000) for p in range(2)]
     KafkaLikeWire.fail_first_fetch = True
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)], wire_factory=kafka_like)
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)], wire_factory=KafkaLikeWire.from_settings)
     try:
         manager.start_connections(infos)
         got = consume([KafkaStream(queue, 20)], total)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from fetcher_manager.topic_partition import TopicPartition
+
 __all__ = ["Assignment", "AssignmentContext", "ConsumerThreadId", "TopicPartition"]
 
 
@@ -24,18 +26,6 @@ def _java_string_key(s: str) -> bytes:
     nothing and keeps thread order identical to what a JVM member of the same group would compute.
     """
     return s.encode("utf-16-be", "surrogatepass")
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class TopicPartition:
-    """One partition of one topic; ordered by ``(topic, partition)``."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        # Kafka's TopicAndPartition.toString; the 0.8.2 roundrobin assignor hashes exactly this text.
-        return f"[{self.topic},{self.partition}]"
 
 
 @functools.total_ordering

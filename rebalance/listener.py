@@ -3,21 +3,27 @@ and runs `synced_rebalance`, whose attempt is a sequence of named steps in the S
 
 Every member runs this same algorithm on its own snapshot of ZooKeeper; that is where the herd effect
 (everyone reacts to every change) and split brain (different snapshots, conflicting claims) come from.
-The lab counts both; this module reproduces them faithfully.
+The lab counts both; this module reproduces them faithfully, and reports every step as a `MemberEvent`.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Protocol
+
+from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
+from rebalance.events import EventBus, EventKind, MemberState, partition_key
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.store import GroupStore
@@ -49,6 +55,14 @@ class Timer(Protocol):
     def time(self): ...
 
 
+class AttemptResult(enum.StrEnum):
+    OK = "ok"
+    NO_BROKERS = "no_brokers"  # nothing to own yet: counts as success, a broker watch will trigger later
+    CONFLICT = "conflict"  # an owner node was held by somebody else; this attempt's claims were rolled back
+    STOPPED = "stopped"  # the member is shutting down
+    ERROR = "error"  # a step raised (ZooKeeper unavailable, unreadable znode data, a user callback)
+
+
 @dataclass(frozen=True)
 class RebalanceSettings:
     consumer_id: str
@@ -56,11 +70,13 @@ class RebalanceSettings:
     backoff_ms: int = 2000
     auto_commit: bool = True
     exclude_internal_topics: bool = True
+    # Re-registration after a session expiry retries with exponential backoff up to this (see `_register`).
+    max_registration_backoff_ms: int = 30000
 
 
 @dataclass
 class RebalanceStats:
-    """What the lab reads: how often this member rebalanced and how it went."""
+    """How often this member rebalanced and how it went (the events carry the detail)."""
 
     rebalances: int = 0
     attempts: int = 0
@@ -73,8 +89,8 @@ class ZKRebalancerListener:
     def __init__(
         self, settings: RebalanceSettings, store: GroupStore, assignor: PartitionAssignor,
         fetchers: FetcherControl, bindings: StreamBindings, ownership: Ownership, offsets: OffsetCheckpoints,
-        user_listener: ConsumerRebalanceListener | None = None, timer: Timer | None = None,
-        on_new_session: Callable[[], None] | None = None,
+        *, events: EventBus | None = None, user_listener: ConsumerRebalanceListener | None = None,
+        timer: Timer | None = None, register: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.consumer_id = settings.consumer_id
@@ -84,17 +100,26 @@ class ZKRebalancerListener:
         self.bindings = bindings
         self.ownership = ownership
         self.offsets = offsets
+        self.events = events or EventBus(settings.consumer_id)
         self.user_listener = user_listener
         self.timer = timer
-        self.on_new_session = on_new_session
+        self.register = register  # (re-)writes our registration node; called after a session expiry
         self.rebalance_lock = threading.RLock()  # shared with the connector's shutdown and commit
         self.stats = RebalanceStats()
-        self.last_global_assignment: dict[str, Assignment] = {}
+        self.state = MemberState.CREATED
+        self.last_error: Exception | None = None  # why the last rebalance or registration failed; None after success
         self._cond = threading.Condition()
         self._triggered = False
         self._session_renewed = False
+        self._tasks: list[Callable[[], None]] = []
         self._shutting_down = threading.Event()
         self._thread: threading.Thread | None = None
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    def set_state(self, state: MemberState, **data: object) -> None:
+        previous, self.state = self.state, state
+        self.events.emit(EventKind.STATE, state=str(state), previous=str(previous), **data)
 
     # --- triggers and the watcher thread -----------------------------------------------------------
 
@@ -113,8 +138,17 @@ class ZKRebalancerListener:
     def trigger(self, reason: str = "") -> None:
         """`rebalanceEventTriggered`: set a flag; any number of triggers during a rebalance give one follow-up."""
         log.debug("%s: rebalance triggered (%s)", self.consumer_id, reason)
+        self.events.emit(EventKind.TRIGGER, reason=reason)
         with self._cond:
             self._triggered = True
+            self._cond.notify_all()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        """Run `task` on the watcher thread before its next rebalance; for work that must not run on kazoo's
+        event thread (ZooKeeper I/O) or race the rebalance (changing stream bindings). The task triggers a
+        rebalance itself if it needs one."""
+        with self._cond:
+            self._tasks.append(task)
             self._cond.notify_all()
 
     def session_renewed(self) -> None:
@@ -126,27 +160,68 @@ class ZKRebalancerListener:
     def _watch(self) -> None:
         while not self._shutting_down.is_set():
             with self._cond:
-                if not (self._triggered or self._session_renewed):
+                if not (self._triggered or self._session_renewed or self._tasks):
                     self._cond.wait(1.0)
-                fire, renewed = self._triggered, self._session_renewed
+                fire, renewed, tasks = self._triggered, self._session_renewed, self._tasks
                 self._triggered = self._session_renewed = False
+                self._tasks = []
+            if self._shutting_down.is_set():
+                return
             try:
+                for task in tasks:
+                    task()
                 if renewed:
                     self.handle_new_session()
                 elif fire:
                     self.synced_rebalance()
-            except Exception as exc:  # the watcher must survive anything; the member then owns nothing
-                log.error("%s: rebalance failed: %s", self.consumer_id, exc)
+            except Exception:  # the watcher must survive anything; the member then owns nothing
+                log.exception("%s: error during synced rebalance", self.consumer_id)
 
     def handle_new_session(self) -> None:
-        """Session expired: forget local state *without* committing, re-register the same id, rebalance."""
+        """Session expired (0.8.2 `ZKSessionExpireListener.handleNewSession`): forget local state *without*
+        committing (our owner nodes died with the old session and a new owner may already have moved on),
+        re-register the same id until that succeeds, then rebalance."""
         with self.rebalance_lock:
             log.info("%s: new ZooKeeper session: re-registering and rebalancing", self.consumer_id)
+            # 0.8.2 keeps fetching until the rebalance; stopping now avoids consuming partitions that the
+            # group may already have given to somebody else while registration is retried.
+            self.close_fetchers(self.bindings.topics(), commit=False)
             self.ownership.forget()
             self.offsets.reset()
-            if self.on_new_session is not None:
-                self.on_new_session()
-        self.synced_rebalance()
+        if self._register():
+            self.synced_rebalance()
+
+    def _register(self) -> bool:
+        """Re-register until it works or the member shuts down; False if it shut down first.
+
+        0.8.2 retries `registerConsumerInZK` through zkclient until ZooKeeper answers; a member that stayed
+        unregistered would fail every later rebalance on reading its own registration, for good."""
+        if self.register is None:
+            return True
+        self.set_state(MemberState.REGISTERING)
+        base = self.settings.backoff_ms / 1000.0
+        retrying = Retrying(
+            stop=stop_when_event_set(self._shutting_down),
+            wait=wait_exponential(multiplier=base, min=base, max=self.settings.max_registration_backoff_ms / 1000.0),
+            sleep=self._shutting_down.wait, before_sleep=self._registration_failed,
+        )
+        try:
+            retrying(self.register)
+        except RetryError:
+            return False
+        self.last_error = None
+        self.events.emit(EventKind.REGISTERED)
+        return not self.shutting_down
+
+    def _registration_failed(self, retry: RetryCallState) -> None:
+        error = retry.outcome.exception() if retry.outcome is not None else None
+        delay = retry.next_action.sleep if retry.next_action is not None else 0.0
+        log.error("%s: re-registration failed (attempt %d); retrying in %.1f s", self.consumer_id,
+                  retry.attempt_number, delay, exc_info=error)
+        self.last_error = error if isinstance(error, Exception) else None
+        self.set_state(MemberState.FAILED, reason="registration")
+        self.events.emit(EventKind.REGISTRATION_FAILED, error=repr(error), retry_in_s=delay)
+        self.set_state(MemberState.REGISTERING)
 
     def stop(self) -> None:
         """Ask the watcher thread to end; a rebalance in progress stops at its next step or backoff."""
@@ -154,9 +229,11 @@ class ZKRebalancerListener:
         with self._cond:
             self._cond.notify_all()
 
-    def join(self, timeout: float = 10.0) -> None:
+    def join(self, timeout: float = 10.0) -> bool:
+        """Wait for the watcher thread; True if it has ended (or never started)."""
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+        return not self.watcher_alive or self._thread is threading.current_thread()
 
     @property
     def shutting_down(self) -> bool:
@@ -165,42 +242,73 @@ class ZKRebalancerListener:
     # --- synced rebalance --------------------------------------------------------------------------
 
     def synced_rebalance(self) -> None:
+        """Up to `rebalance.max.retries` attempts with backoff; raises `ConsumerRebalanceFailedError` after them."""
         with self.rebalance_lock:
             if self.shutting_down:
                 return
             self.stats.rebalances += 1
-            timer = self.timer.time() if self.timer is not None else _NullContext()
-            with timer:
-                for attempt in range(self.settings.max_retries):
-                    if self.shutting_down:  # 0.9 checks at every attempt; a closing member must not claim
-                        return
-                    log.info("%s: begin rebalancing attempt %d", self.consumer_id, attempt)
-                    self.stats.attempts += 1
-                    try:
-                        done = self.rebalance()
-                    except Exception as exc:
-                        log.info("%s: exception during rebalance attempt %d: %s", self.consumer_id, attempt, exc)
-                        done = False
-                    if done:
-                        log.info("%s: end rebalancing attempt %d: succeeded", self.consumer_id, attempt)
-                        return
-                    self.stats.failed_attempts += 1
-                    log.info("%s: end rebalancing attempt %d: failed", self.consumer_id, attempt)
-                    self.close_fetchers(self.bindings.topics())
-                    if self._shutting_down.wait(self.settings.backoff_ms / 1000.0):
-                        return
+            number = self.stats.rebalances
+            began = time.monotonic()
+            self.events.emit(EventKind.REBALANCE_BEGIN, rebalance=number)
+            with self.timer.time() if self.timer is not None else nullcontext():
+                result, attempts = self._attempts(number)
+            self.events.emit(EventKind.REBALANCE_END, rebalance=number, result=result, attempts=attempts,
+                             duration_ms=round((time.monotonic() - began) * 1000.0, 3))
+            if result == "ok":
+                self.last_error = None
+                self.set_state(MemberState.OWNING, partitions=len(self.ownership.owners()))
+                return
+            if result == "stopped":
+                return
             self.stats.failures += 1
-            raise ConsumerRebalanceFailedError(
+            error = ConsumerRebalanceFailedError(
                 f"{self.consumer_id} can't rebalance after {self.settings.max_retries} retries"
             )
+            self.last_error = error
+            self.set_state(MemberState.FAILED, reason="rebalance")
+            self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
+            raise error
 
-    def rebalance(self) -> bool:
-        """One attempt; True when this member ends up owning its share (or there is no broker)."""
+    def _attempts(self, number: int) -> tuple[str, int]:
+        for attempt in range(self.settings.max_retries):
+            if self.shutting_down:  # 0.9 checks at every attempt; a closing member must not claim
+                return "stopped", attempt
+            self.set_state(MemberState.REBALANCING, attempt=attempt)
+            self.events.emit(EventKind.ATTEMPT_BEGIN, rebalance=number, attempt=attempt)
+            log.info("%s: begin rebalancing attempt %d", self.consumer_id, attempt)
+            self.stats.attempts += 1
+            began = time.monotonic()
+            error = None
+            try:
+                result = self.rebalance()
+            except Exception as exc:
+                # As 0.8.2: ZooKeeper may change under a snapshot (a node vanishes between list and read);
+                # the attempt fails and the next one starts from a fresh snapshot.
+                log.info("%s: exception during rebalance attempt %d", self.consumer_id, attempt, exc_info=True)
+                result, error = AttemptResult.ERROR, repr(exc)
+            self.events.emit(EventKind.ATTEMPT_END, rebalance=number, attempt=attempt, result=str(result),
+                             duration_ms=round((time.monotonic() - began) * 1000.0, 3), error=error)
+            if result in (AttemptResult.OK, AttemptResult.NO_BROKERS):
+                log.info("%s: end rebalancing attempt %d: succeeded", self.consumer_id, attempt)
+                return "ok", attempt + 1
+            if result == AttemptResult.STOPPED:
+                return "stopped", attempt + 1
+            self.stats.failed_attempts += 1
+            if result == AttemptResult.CONFLICT:
+                self.stats.conflicts += 1
+            log.info("%s: end rebalancing attempt %d: failed (%s)", self.consumer_id, attempt, result)
+            self.close_fetchers(self.bindings.topics())
+            if self._shutting_down.wait(self.settings.backoff_ms / 1000.0):
+                return "stopped", attempt + 1
+        return "failed", self.settings.max_retries
+
+    def rebalance(self) -> AttemptResult:
+        """One attempt, in the 0.8.2 order of `ZKRebalancerListener.rebalance`."""
         my_topics = self.read_own_subscription()
         if not self.store.live_brokers():
             log.warning("%s: no broker partitions consumed by consumer thread; waiting for brokers", self.consumer_id)
             self.store.watch_brokers(lambda: self.trigger("broker change after a no-broker rebalance"))
-            return True
+            return AttemptResult.NO_BROKERS
         self.close_fetchers(my_topics)
         self.before_releasing_partitions()
         self.release_partitions()
@@ -209,16 +317,14 @@ class ZKRebalancerListener:
         mine = group_assignment.get(self.consumer_id, {})
         offsets = self.fetch_offsets(mine)
         if self.shutting_down:
-            return False
+            return AttemptResult.STOPPED
         infos = self.build_partition_infos(mine, offsets)
         if not self.claim_partitions(mine):
-            self.stats.conflicts += 1
-            return False
+            return AttemptResult.CONFLICT
         self.ownership.install(mine, infos)
-        self.last_global_assignment = group_assignment
         self.before_starting_fetchers(group_assignment)
         self.start_fetchers(infos)
-        return True
+        return AttemptResult.OK
 
     # --- the steps, in order -----------------------------------------------------------------------
 
@@ -227,12 +333,14 @@ class ZKRebalancerListener:
         topics = self.store.all_topics() if registration.is_wildcard else ()
         return set(registration.topic_streams(topics, self.settings.exclude_internal_topics))
 
-    def close_fetchers(self, topics: set[str]) -> None:
+    def close_fetchers(self, topics: set[str], *, commit: bool = True) -> None:
         """Stop fetching, empty the topics' queues and every stream's current chunk, then commit."""
         self.fetchers.stop_connections()
         log.info("%s: fetching stopped", self.consumer_id)
+        self.events.emit(EventKind.FETCHERS_STOPPED,
+                         partitions=[partition_key(tp.topic, tp.partition) for tp in sorted(self.ownership.owners())])
         self.bindings.clear(topics)
-        if self.settings.auto_commit:
+        if commit and self.settings.auto_commit:
             self.offsets.commit(self.ownership.infos())
 
     def before_releasing_partitions(self) -> None:
@@ -282,16 +390,8 @@ class ZKRebalancerListener:
         self.user_listener.before_starting_fetchers(self.consumer_id, global_view)
 
     def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
-        # The audit in the end-to-end test parses this line: partition=start offset for every owned partition.
-        log.info("%s: fetching started %s", self.consumer_id,
-                 " ".join(f"{tp.topic}/{tp.partition}={info.consumed_offset}" for tp, info in sorted(infos.items())))
+        log.info("%s: fetching started for %d partitions", self.consumer_id, len(infos))
+        self.events.emit(EventKind.FETCHERS_STARTED, offsets={
+            partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
         if infos:
             self.fetchers.start_connections(list(infos.values()))
-
-
-class _NullContext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from rebalance.assignment import TopicPartition
+from rebalance.events import EventBus, EventKind
 from rebalance.store import GroupStore
 
 log = logging.getLogger(__name__)
@@ -30,10 +31,12 @@ class Marker(Protocol):
 class OffsetCheckpoints:
     """Remembers the last offset written or read per partition (`checkpointedZkOffsets`)."""
 
-    def __init__(self, store: GroupStore, consumer_id: str, commits_meter: Marker | None = None) -> None:
+    def __init__(self, store: GroupStore, consumer_id: str, commits_meter: Marker | None = None,
+                 events: EventBus | None = None) -> None:
         self.store = store
         self.consumer_id = consumer_id
         self.commits_meter = commits_meter
+        self.events = events or EventBus(consumer_id)
         self._checkpoints: dict[TopicPartition, int] = {}
         self._lock = threading.Lock()
 
@@ -61,12 +64,9 @@ class OffsetCheckpoints:
             if self.commits_meter is not None:
                 self.commits_meter.mark()
             log.info("%s: committed %s/%d=%d", self.consumer_id, tp.topic, tp.partition, offset)
+            self.events.emit(EventKind.COMMIT, topic=tp.topic, partition=tp.partition, offset=offset)
         return written
 
     def reset(self) -> None:
         with self._lock:
             self._checkpoints.clear()
-
-    def snapshot(self) -> dict[TopicPartition, int]:
-        with self._lock:
-            return dict(self._checkpoints)

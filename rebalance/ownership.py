@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance.assignment import Assignment, ConsumerThreadId, TopicPartition
+from rebalance.events import EventBus, EventKind
 from rebalance.store import GroupStore
 
 log = logging.getLogger(__name__)
@@ -16,9 +17,10 @@ log = logging.getLogger(__name__)
 class Ownership:
     """The `topicRegistry` of the Scala connector plus the owner-node operations that keep ZooKeeper in step."""
 
-    def __init__(self, store: GroupStore, consumer_id: str) -> None:
+    def __init__(self, store: GroupStore, consumer_id: str, events: EventBus | None = None) -> None:
         self.store = store
         self.consumer_id = consumer_id
+        self.events = events or EventBus(consumer_id)
         self._lock = threading.Lock()
         self._infos: dict[TopicPartition, PartitionTopicInfo] = {}
         self._owners: dict[TopicPartition, ConsumerThreadId] = {}
@@ -46,6 +48,7 @@ class Ownership:
         for tp in sorted(self.owners()):
             self.store.release(tp.topic, tp.partition)
             log.info("%s: released partition %s", self.consumer_id, tp)
+            self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
         self.forget()
 
     def forget(self) -> None:
@@ -63,15 +66,21 @@ class Ownership:
         claimed: list[TopicPartition] = []
         conflicts: list[TopicPartition] = []
         for tp in sorted(decision):
-            if self.store.claim(tp.topic, tp.partition, str(decision[tp])):
+            thread = str(decision[tp])
+            outcome = self.store.claim(tp.topic, tp.partition, thread)
+            self.events.emit(EventKind.CLAIM, topic=tp.topic, partition=tp.partition, thread=thread, ok=outcome.ok,
+                             owner=thread if outcome.ok else outcome.owner)
+            if outcome.ok:
                 claimed.append(tp)
-                log.info("%s: %s successfully owned partition %s", self.consumer_id, decision[tp], tp)
+                log.info("%s: %s successfully owned partition %s", self.consumer_id, thread, tp)
             else:
                 conflicts.append(tp)
-                log.info("%s: waiting for the partition ownership of %s to be deleted", self.consumer_id, tp)
+                log.info("%s: waiting for the partition ownership of %s to be deleted (owned by %s)",
+                         self.consumer_id, tp, outcome.owner)
         if conflicts:
             for tp in claimed:
                 self.store.release(tp.topic, tp.partition)
+                self.events.emit(EventKind.ROLLBACK, topic=tp.topic, partition=tp.partition)
             return False
         return True
 

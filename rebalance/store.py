@@ -8,10 +8,23 @@ implements it over the one ZooKeeper module, and imports keep pointing one way
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 from fetcher_manager.broker import Broker
 from rebalance.subscription import Registration
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of creating an owner node: `ok`, or a conflict with `owner` (the current owner's thread id,
+    None when the node vanished before it could be read)."""
+
+    ok: bool
+    owner: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
 
 
 class GroupStore(Protocol):
@@ -35,8 +48,8 @@ class GroupStore(Protocol):
     def release(self, topic: str, partition: int) -> None:
         """Delete the owner node; a missing node is fine."""
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> bool:
-        """Create the ephemeral owner node; False on a conflict (owned by somebody else)."""
+    def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
+        """Create the ephemeral owner node; a falsy `Claim` naming the current owner on a conflict."""
 
     def read_offset(self, topic: str, partition: int) -> int:
         """The stored next offset, or -1 if none; raises ValueError for a non-numeric node."""

@@ -11,8 +11,6 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rebalance.assignment import ConsumerThreadId
-
 STATIC = "static"
 WHITE_LIST = "white_list"
 BLACK_LIST = "black_list"
@@ -101,12 +99,3 @@ class Registration:
             return dict(self.subscription)
         streams = next(iter(self.subscription.values()))
         return {t: streams for t in sorted(all_topics) if topic_filter.is_topic_allowed(t, exclude_internal_topics)}
-
-    def thread_ids(
-        self, consumer_id: str, all_topics: Iterable[str] = (), exclude_internal_topics: bool = True
-    ) -> dict[str, tuple[ConsumerThreadId, ...]]:
-        """topic -> this member's thread ids `<consumer_id>-0 .. -(n-1)`."""
-        return {
-            topic: tuple(ConsumerThreadId(consumer_id, i) for i in range(n))
-            for topic, n in self.topic_streams(all_topics, exclude_internal_topics).items()
-        }

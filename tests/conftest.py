@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import ZkProbe, unique
+from helpers import ZkProbe, make_config, unique
 
 from fetcher_manager.broker import Broker
+from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded.broker import TansuBroker
 from zkconsumer.embedded.registrar import register
@@ -94,3 +95,18 @@ def cluster(zk_connect: str, tansu: TansuBroker) -> Iterator[TestCluster]:
     register(zk_client, broker)
     yield TestCluster(zk_connect, tansu.bootstrap, broker, zk_client)
     zk_client.close()
+
+
+@pytest.fixture
+def members(cluster):
+    """Start connectors in the test's cluster; every one is shut down at the end of the test."""
+    started: list[ZookeeperConsumerConnector] = []
+
+    def start(group: str, consumer: str | None, **overrides) -> ZookeeperConsumerConnector:
+        connector = ZookeeperConsumerConnector(make_config(cluster.zookeeper_connect, group, consumer, **overrides))
+        started.append(connector)
+        return connector
+
+    yield start
+    for connector in started:
+        connector.shutdown()

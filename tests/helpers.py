@@ -10,6 +10,9 @@ from typing import TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkconsumer.config import ConsumerConfig
+from zkconsumer.zookeeper.client import ZkClient
+
 T = TypeVar("T")
 CALL_TIMEOUT = 10.0
 # kazoo's default reconnect backoff grows to an hour; tests want to notice a recovered server at once.
@@ -32,6 +35,19 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def make_config(zk_connect: str, group: str, consumer: str | None, **overrides) -> ConsumerConfig:
+    """A test member's config: short session and backoff, manual commits; `foo_bar=1` overrides `foo.bar`."""
+    props = {
+        "group.id": group, "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 4000,
+        "rebalance.backoff.ms": 300, "rebalance.max.retries": 20, "auto.commit.enable": False,
+        "auto.offset.reset": "smallest", "refresh.leader.backoff.ms": 100,
+    }
+    if consumer:
+        props["consumer.id"] = consumer
+    props.update({k.replace("_", "."): v for k, v in overrides.items()})
+    return ConsumerConfig.from_properties(props)
+
+
 class ZkProbe:
     """A kazoo client for assertions: every call is bounded (a synchronous call while SUSPENDED can hang)."""
 
@@ -39,6 +55,15 @@ class ZkProbe:
         self.client = KazooClient(hosts=hosts, timeout=session_timeout, connection_retry=dict(TEST_CONNECTION_RETRY),
                                   client_id=client_id)
         self.client.start(timeout=CALL_TIMEOUT)
+        self._zk_client: ZkClient | None = None
+        self.hosts = hosts
+
+    @property
+    def zk_client(self) -> ZkClient:
+        """This probe's location as a project `ZkClient` (for library readers such as `read_group_snapshot`)."""
+        if self._zk_client is None:
+            self._zk_client = ZkClient(self.hosts, session_timeout_ms=10000, log_id="probe").start()
+        return self._zk_client
 
     def get(self, path: str) -> bytes | None:
         try:
@@ -83,6 +108,8 @@ class ZkProbe:
         self.client.delete_async(path).get(timeout=CALL_TIMEOUT)
 
     def close(self) -> None:
+        if self._zk_client is not None:
+            self._zk_client.close()
         self.client.stop()
         self.client.close()
 

@@ -35,10 +35,18 @@ def thread(spec: str) -> ConsumerThreadId:
 
 
 def flat(assignor: PartitionAssignor, subs, parts) -> dict[tuple[str, int], str]:
-    """Whole-group assignment as {(topic, partition): "thread-id"}, computed from the first member's view."""
+    """Whole-group assignment as {(topic, partition): "thread-id"}, computed from the first member's view.
+
+    Refuses a partition given to two members (folding into a dict would hide it) and a thread given a
+    partition of a topic it does not subscribe to."""
     ctx = AssignmentContext.build(next(iter(subs)), subs, parts)
     group = assignor.assign_group(ctx)
-    return {(tp.topic, tp.partition): str(th) for tp, th in group_items(group)}
+    items = group_items(group)
+    owners = Counter(tp for tp, _ in items)
+    assert all(n == 1 for n in owners.values()), f"partitions owned twice: {[tp for tp, n in owners.items() if n > 1]}"
+    for member, assignment in group.items():
+        assert all(th.consumer == member and th.thread < subs[member].get(tp.topic, 0) for tp, th in assignment.items())
+    return {(tp.topic, tp.partition): str(th) for tp, th in items}
 
 
 # --- records -------------------------------------------------------------------------------------------

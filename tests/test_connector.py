@@ -1,68 +1,32 @@
-"""The connector and rebalance listener against the real ZooKeeper of the harness (issue 3)."""
+"""The connector and rebalance listener against the real ZooKeeper of the harness."""
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
 import threading
 
 import pytest
-from helpers import ZkProbe, expire_session, unique, wait_for
+from helpers import ZkProbe, expire_session, make_config, unique, wait_for
 
-from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
+from rebalance.convergence import check_convergence
 from zkconsumer import (
-    ConsumerConfig,
     ConsumerRebalanceFailedError,
     MessageStreamsExistError,
     Whitelist,
     ZookeeperConsumerConnector,
 )
 from zkconsumer.embedded.process import kill_process
-
-
-def make_config(zk_connect: str, group: str, consumer: str | None, **overrides) -> ConsumerConfig:
-    props = {
-        "group.id": group, "zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 4000,
-        "rebalance.backoff.ms": 300, "rebalance.max.retries": 20, "auto.commit.enable": False,
-        "auto.offset.reset": "smallest", "refresh.leader.backoff.ms": 100,
-    }
-    if consumer:
-        props["consumer.id"] = consumer
-    props.update({k.replace("_", "."): v for k, v in overrides.items()})
-    return ConsumerConfig.from_properties(props)
-
-
-@pytest.fixture
-def members(cluster):
-    started: list[ZookeeperConsumerConnector] = []
-
-    def start(group: str, consumer: str | None, **overrides) -> ZookeeperConsumerConnector:
-        connector = ZookeeperConsumerConnector(make_config(cluster.zookeeper_connect, group, consumer, **overrides))
-        started.append(connector)
-        return connector
-
-    yield start
-    for connector in started:
-        connector.shutdown()
-
-
-def expected_range(zk, group: str, topics: dict[str, int]) -> dict[tuple[str, int], str]:
-    """What the range assignor gives for the registrations currently in ZooKeeper."""
-    subscriptions = {}
-    for member in zk.children(f"/consumers/{group}/ids"):
-        subscriptions[member] = json.loads(zk.get(f"/consumers/{group}/ids/{member}"))["subscription"]
-    context = AssignmentContext.build("nobody", subscriptions, {t: range(n) for t, n in topics.items()})
-    group_assignment = RangeAssignor().assign_group(context)
-    return {(tp.topic, tp.partition): str(th) for a in group_assignment.values() for tp, th in a.items()}
+from zkconsumer.zookeeper.group import read_group_snapshot
 
 
 def converged(zk, group: str, topics: dict[str, int]):
-    owners = zk.owners(group)
-    expected = expected_range(zk, group, topics)
-    return owners == expected and len(expected) == sum(topics.values()) and owners
+    """The group settled on the range assignment for its registrations, owning every partition of `topics`."""
+    snapshot = read_group_snapshot(zk.zk_client, group)
+    result = check_convergence(snapshot, RangeAssignor())
+    return result.settled and len(result.expected) == sum(topics.values()) and snapshot.owners
 
 
 def test_worked_example_r1_gives_spec_owner_values(cluster, zk, members):
@@ -173,12 +137,17 @@ def test_conflict_then_release_succeeds_within_retries(cluster, zk, members):
     group = unique("g")
     zk.create(f"/consumers/{group}/owners/{topic}/1", b"old-owner-0", ephemeral=True)
     member = members(group, "m", rebalance_backoff_ms=200)
-    releaser = threading.Timer(0.5, lambda: zk.delete(f"/consumers/{group}/owners/{topic}/1"))
-    releaser.start()
-    member.create_message_streams({topic: 1})
-    releaser.join()
+    conflicted = threading.Event()
+    member.add_event_listener(lambda e: conflicted.set() if e.kind == "attempt_end" and e.data["result"] == "conflict"
+                              else None)
+    creator = threading.Thread(target=member.create_message_streams, args=({topic: 1},), name="test-create")
+    creator.start()
+    assert conflicted.wait(20), "the first attempt must meet the stale owner"
+    zk.delete(f"/consumers/{group}/owners/{topic}/1")
+    creator.join(20)
+    assert not creator.is_alive()
     assert set(member.owned_partitions()) == {(topic, 0), (topic, 1)}
-    assert member.rebalance_stats.failed_attempts >= 1
+    assert member.rebalance_stats.failed_attempts >= 1 and member.rebalance_stats.conflicts >= 1
 
 
 def test_bad_registration_from_another_client_fails_attempts_but_harms_nobody(cluster, zk, members):

@@ -1,13 +1,13 @@
-"""Separate OS processes consume real messages through every kind of rebalance (issue 4's audit).
+"""Separate OS processes consume real messages through every kind of rebalance: kill -9, a join, and a real
+session expiry, audited for loss, for where new owners start, and for two members fetching one partition.
 
 Members are `zkconsumer consume` processes; their stdout is what they consumed (`topic partition offset`),
-their stderr (-v) holds the connector's "fetching started/stopped" and "committed" lines that the audit uses.
+their `--events` file the member events (fetchers started/stopped, commits, session expiry) the audit uses.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -19,9 +19,10 @@ import pytest
 from helpers import ZkProbe, unique, wait_for
 from kafka import KafkaProducer
 
+from zkconsumer.event_log import read_events
+
 pytestmark = pytest.mark.slow
 SESSION_TIMEOUT_MS = 3000
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+: (\S+): (.*)$")
 
 
 class Member:
@@ -29,11 +30,12 @@ class Member:
         self.name = name
         self.out = workdir / f"{name}.out"
         self.err = workdir / f"{name}.err"
+        self.events_path = workdir / f"{name}.events"
         props = [f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", "auto.commit.interval.ms=300",
                  "rebalance.backoff.ms=300", "rebalance.max.retries=40", "refresh.leader.backoff.ms=100"]
         argv = [sys.executable, "-m", "zkconsumer", "-v", "consume", "--zookeeper", zk_connect, "--group", group,
                 "--topic", topic, "--from-beginning", "--format", "offsets", "--consumer-id", name,
-                "--timeout-ms", "6000", "--throttle-ms", str(throttle_ms)]
+                "--timeout-ms", "6000", "--throttle-ms", str(throttle_ms), "--events", str(self.events_path)]
         for prop in props:
             argv += ["--consumer-property", prop]
         with open(self.out, "w") as out, open(self.err, "w") as err:
@@ -47,13 +49,8 @@ class Member:
                 rows.append((int(parts[1]), int(parts[2])))
         return rows
 
-    def events(self) -> list[tuple[datetime, str]]:
-        rows = []
-        for line in self.err.read_text(errors="replace").splitlines():
-            match = LOG_LINE.match(line)
-            if match:
-                rows.append((datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f"), match.group(3)))
-        return rows
+    def events(self) -> list[dict]:
+        return read_events(self.events_path) if self.events_path.exists() else []
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -66,20 +63,21 @@ Span = tuple[datetime, datetime | None]
 
 
 def fetch_intervals(member: Member, cutoff: datetime | None = None) -> dict[int, list[Span]]:
-    """Per partition, the times this member was fetching it: from 'fetching started' to 'fetching stopped'.
+    """Per partition, the times this member was fetching it: from fetchers started to fetchers stopped.
 
     `cutoff` closes what was open at that moment: the member was killed, or frozen and then expired (it may
     fetch briefly after waking, before it sees the expiry: that window precedes its next rebalance, which the
     issue's rule excludes)."""
     intervals: dict[int, list[list]] = defaultdict(list)
     open_parts: set[int] = set()
-    for when, text in member.events():
-        if text.startswith("fetching started"):
-            for item in text.split()[2:]:
-                partition = int(item.split("=")[0].rsplit("/", 1)[1])
+    for event in member.events():
+        when = datetime.fromtimestamp(event["time"])
+        if event["kind"] == "fetchers_started":
+            for key in event["offsets"]:
+                partition = int(key.rsplit("/", 1)[1])
                 intervals[partition].append([when, None])
                 open_parts.add(partition)
-        elif text.startswith("fetching stopped") or "ZooKeeper session expired" in text:
+        elif event["kind"] in ("fetchers_stopped", "session_expired"):
             # After an expiry the member still fetches until its own rebalance (the 0.8 split-brain window);
             # the audit only judges members that have both finished a rebalance, so the window ends here.
             for partition in open_parts:
@@ -132,16 +130,18 @@ def test_processes_consume_everything_through_kill_join_and_expiry(cluster, tmp_
     # New owners start where the group last committed, so duplicates only replay uncommitted work.
     committed: dict[int, set[int]] = defaultdict(lambda: {0})
     for member in members:
-        for _, text in member.events():
-            match = re.match(r"committed \S+/(\d+)=(\d+)$", text)
-            if match:
-                committed[int(match.group(1))].add(int(match.group(2)))
+        for event in member.events():
+            if event["kind"] == "commit":
+                committed[event["partition"]].add(event["offset"])
+    starts = 0
     for member in members:
-        for _, text in member.events():
-            if text.startswith("fetching started"):
-                for item in text.split()[2:]:
-                    part, start = item.rsplit("/", 1)[1].split("=")
-                    assert int(start) in committed[int(part)] | {-1}, f"{member.name} started {part} at {start}"
+        for event in member.events():
+            if event["kind"] == "fetchers_started":
+                for key, start in event["offsets"].items():
+                    part = int(key.rsplit("/", 1)[1])
+                    starts += 1
+                    assert start in committed[part] | {-1}, f"{member.name} started {part} at {start}"
+    assert starts >= 8, "every partition must have been started at least once"
     duplicates = len(consumed) - len(seen)
     assert duplicates < 20000 * 0.25, f"{duplicates} duplicates"
 

@@ -12,10 +12,6 @@ import logging
 import random
 import time
 
-from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
-
-from fetcher_manager.broker import Broker
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import NodeExistsError, ZkClient
 from zkconsumer.zookeeper.group import read_brokers
@@ -27,20 +23,18 @@ class AdminError(RuntimeError):
     """A one-line, user-facing failure of a topic or broker lookup."""
 
 
-def live_brokers(zk: ZkClient) -> list[Broker]:
-    """Registered brokers; unreadable registrations are logged and skipped."""
-    return read_brokers(zk, skip_bad=True)
-
-
 def bootstrap_from_zookeeper(zk: ZkClient) -> str:
-    brokers = live_brokers(zk)
+    brokers = read_brokers(zk, skip_bad=True)
     if not brokers:
         raise AdminError(f"no broker registered under {layout.BROKER_IDS} in {zk.connect}: start one "
                          "(zkconsumer cluster up) or pass --bootstrap")
     return ",".join(b.address for b in brokers)
 
 
-def _admin(bootstrap: str) -> KafkaAdminClient:
+def _admin(bootstrap: str):  # -> KafkaAdminClient; kafka-python is imported only when a command needs it
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
     try:
         return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="zkconsumer-admin",
                                 request_timeout_ms=15000)
@@ -55,6 +49,9 @@ def create_topic(zk: ZkClient, topic: str, partitions: int, bootstrap: str | Non
         raise AdminError(f"--partitions must be at least 1, got {partitions}")
     if not topic or any(not (c.isalnum() or c in "._-") for c in topic) or topic in (".", ".."):
         raise AdminError(f"invalid topic name {topic!r}: use letters, digits, '.', '_' and '-'")
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
     bootstrap = bootstrap or bootstrap_from_zookeeper(zk)
     admin = _admin(bootstrap)
     created = True
@@ -76,7 +73,7 @@ def create_topic(zk: ZkClient, topic: str, partitions: int, bootstrap: str | Non
                 raise AdminError(f"{path} did not appear within 30 s although the broker created {topic!r}")
             time.sleep(0.1)
         return created
-    leaders = [b.id for b in live_brokers(zk)] or [random.randint(0, 1 << 30)]
+    leaders = [b.id for b in read_brokers(zk, skip_bad=True)] or [random.randint(0, 1 << 30)]
     replicas = {p: [leaders[p % len(leaders)]] for p in range(partitions)}
     try:
         zk.create(path, codecs.encode_topic(replicas))

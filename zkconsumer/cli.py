@@ -5,6 +5,7 @@ Errors are one line on stderr and a non-zero exit (usage errors exit 2, failures
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -21,7 +22,22 @@ USER_ERRORS: tuple[type[Exception], ...] = (EmbeddedError, AdminError, ZkUnavail
 
 
 class OneLineErrors(click.Group):
-    """Print usage and runtime errors as one line instead of click's multi-line usage block."""
+    """Print usage and runtime errors as one line instead of click's multi-line usage block.
+
+    Command groups listed in `LAZY` are imported only when invoked (or listed in --help), so a command that
+    does not need them (the lab's many member processes, for one) does not pay for their imports."""
+
+    LAZY = {"lab": "zkconsumer.lab.cli:lab"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.LAZY.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = target.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     def main(self, *args, **kwargs):  # type: ignore[override]
         kwargs["standalone_mode"] = False
@@ -155,3 +171,4 @@ def zk_tree(path: str, zookeeper: str | None) -> None:
 from zkconsumer import cli_consumer  # noqa: E402  (its commands attach to `main`)
 
 cli_consumer.register(main, zookeeper_option, resolve_zookeeper)
+

@@ -95,15 +95,18 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
     @click.option("--throttle-ms", type=click.IntRange(0), default=0, help="sleep after each message (simulated work)")
     @click.option("--consumer-config", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
     @click.option("--consumer-property", "properties", multiple=True, metavar="KEY=VALUE")
+    @click.option("--events", "events_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="append the member's events (JSON lines) to this file")
     @click.option("--format", "fmt", default="value", show_default=True,
                   help=f"one of {', '.join(FORMATS)} or a template like '{{partition}}:{{offset}} {{value}}'")
     def consume(zookeeper: str | None, group: str | None, topic: str | None, whitelist: str | None,
                 blacklist: str | None, streams: int, from_beginning: bool, max_messages: int | None,
                 timeout_ms: int | None, consumer_id: str | None, throttle_ms: int, consumer_config: Path | None,
-                properties: tuple[str, ...], fmt: str) -> None:
+                properties: tuple[str, ...], fmt: str, events_path: Path | None) -> None:
         """Consume through a ZooKeeper-balanced group, like kafka-console-consumer --zookeeper."""
         from zkconsumer import Blacklist, ConsumerConfig, Whitelist, ZookeeperConsumerConnector
         from zkconsumer.console import run_console
+        from zkconsumer.event_log import EventFileWriter
 
         if sum(x is not None for x in (topic, whitelist, blacklist)) != 1:
             raise click.UsageError("give exactly one of --topic, --whitelist, --blacklist")
@@ -127,13 +130,20 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
                                        key=message.key, value=message.value))
             sys.stdout.flush()
 
-        with ZookeeperConsumerConnector(config) as connector:
-            if topic is not None:
-                stream_list = connector.create_message_streams({topic: streams}, _decode, _decode)[topic]
-            else:
-                topic_filter = Whitelist(whitelist) if whitelist is not None else Blacklist(blacklist or "")
-                stream_list = connector.create_message_streams_by_filter(topic_filter, streams, _decode, _decode)
-            count = run_console(connector, stream_list, emit, max_messages, throttle_ms)
+        writer = EventFileWriter(events_path) if events_path is not None else None
+        try:
+            with ZookeeperConsumerConnector(config) as connector:
+                if writer is not None:
+                    connector.add_event_listener(writer)
+                if topic is not None:
+                    stream_list = connector.create_message_streams({topic: streams}, _decode, _decode)[topic]
+                else:
+                    topic_filter = Whitelist(whitelist) if whitelist is not None else Blacklist(blacklist or "")
+                    stream_list = connector.create_message_streams_by_filter(topic_filter, streams, _decode, _decode)
+                count = run_console(connector, stream_list, emit, max_messages, throttle_ms)
+        finally:
+            if writer is not None:
+                writer.close()
         click.echo(f"Processed a total of {count} messages", err=True)
 
     @main.command("produce")

@@ -71,7 +71,8 @@ def _str(default: str | None) -> Any:
 
 @dataclass(frozen=True)
 class ConsumerConfig:
-    """Kafka 0.8.2 high-level consumer configuration (spec §2), immutable and validated on construction.
+    """Kafka 0.8.2 high-level consumer configuration (`ConsumerConfig.scala`, `ZKConfig.scala`; every key is in
+    docs/config.md), immutable and validated on construction.
 
     Only ``offsets.storage=zookeeper`` is supported by this implementation: ``kafka`` (offset commits
     through the broker's offset manager) raises ``ConfigError``. ``dual.commit.enabled`` therefore defaults

@@ -1,24 +1,31 @@
 """`ZookeeperConsumerConnector`: wires config, ZooKeeper, registration, streams, the rebalance listener,
 offsets and the fetcher manager together, in the Scala 0.8.2 order. The behaviour lives in the modules it
 wires; this file only owns lifecycle (streams creation, session renewal, auto-commit, shutdown).
+
+Threads (see docs/DESIGN.md, "Threads and locks"): the caller's thread runs the first rebalance; the
+listener's watcher thread runs every later one and all work that follows a ZooKeeper notification; kazoo's
+event thread only records and signals; the auto-commit thread commits under the rebalance lock.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.metrics import MetricsRegistry, metric_name, tag_matcher
+from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
 from fetcher_manager.stream import ChunkQueue, KafkaStream
 from rebalance.assignment import ConsumerThreadId
 from rebalance.assignors import get_assignor
 from rebalance.bindings import StreamBindings
-from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, ZKRebalancerListener
+from rebalance.events import EventBus, EventKind, EventListener, MemberEvent, MemberState, partition_key
+from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, RebalanceStats, ZKRebalancerListener
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.subscription import Registration, TopicFilter
@@ -30,49 +37,80 @@ from zkconsumer.zookeeper.group import ZkGroupStore, read_brokers
 
 log = logging.getLogger(__name__)
 Decoder = Callable[[bytes | None], Any]
+_JOIN_S = 5.0  # every thread of ours is joined this long at most at shutdown (they stop in milliseconds)
 
 
 class MessageStreamsExistError(RuntimeError):
     """`create_message_streams*` may be called once per connector (Kafka's MessageStreamsExistException)."""
 
 
+class Fetchers(Protocol):
+    """What the connector needs of a fetcher manager (`ConsumerFetcherManager`, or `NoFetchers`)."""
+
+    def start_connections(self, partition_infos: list[PartitionTopicInfo]) -> None: ...
+
+    def stop_connections(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def join(self, timeout: float) -> bool: ...
+
+
+ZkFactory = Callable[[ConsumerConfig, str], ZkClient]
+FetcherFactory = Callable[[FetchSettings, Callable[[], Sequence[Broker]], MetricsRegistry], Fetchers]
+
+
+def default_zk_factory(config: ConsumerConfig, consumer_id: str) -> ZkClient:
+    return ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
+                    connection_timeout_ms=config.zookeeper_connection_timeout_ms, log_id=consumer_id)
+
+
 class ZookeeperConsumerConnector:
-    def __init__(self, config: ConsumerConfig, metrics: MetricsRegistry | None = None) -> None:
+    """The 0.8.2 high-level consumer. `zk_factory` and `fetcher_factory` replace the ZooKeeper client
+    (e.g. an in-memory one) and the fetcher manager (e.g. `NoFetchers` for rebalance-only lab members)."""
+
+    def __init__(self, config: ConsumerConfig, metrics: MetricsRegistry | None = None, *,
+                 zk_factory: ZkFactory | None = None, fetcher_factory: FetcherFactory | None = None) -> None:
         self.config = config
         self.consumer_id = make_consumer_id(config.group_id, config.consumer_id)
         self.client_id = config.client_id or config.group_id
         self.registry = metrics or MetricsRegistry()
+        self.events = EventBus(self.consumer_id)
         self._tags = {"clientId": self.client_id}
         self._shutdown_lock = threading.Lock()
-        self._is_shut_down = False
+        self._closing = threading.Event()  # set first thing in shutdown(): interrupts registration waits
         self._streams_created = False
         self._registration: Registration | None = None
-        self._user_listener: ConsumerRebalanceListener | None = None
+        self._watch_lock = threading.Lock()  # guards the watch handles against shutdown()
         self._topic_watches: dict[str, WatchHandle] = {}
         self._wildcard: tuple[TopicFilter, list[tuple[ChunkQueue, KafkaStream]]] | None = None
+        self._wildcard_lock = threading.Lock()
         self._wildcard_topics: set[str] = set()
+        self._latest_topics: list[str] | None = None
+        self._topics_seen = threading.Event()
         self._wildcard_watch: WatchHandle | None = None
-        self._stop_autocommit = threading.Event()
         self._autocommit_thread: threading.Thread | None = None
 
-        self.zk = ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
-                           connection_timeout_ms=config.zookeeper_connection_timeout_ms, log_id=self.consumer_id)
+        self.zk = (zk_factory or default_zk_factory)(config, self.consumer_id)
+        self.zk.on_state_change(self._on_connection_state)
         self.zk.start()
         self.store = ZkGroupStore(self.zk, config.group_id)
         self.bindings = StreamBindings()
-        self.ownership = Ownership(self.store, self.consumer_id)
+        self.ownership = Ownership(self.store, self.consumer_id, self.events)
         self.offsets = OffsetCheckpoints(self.store, self.consumer_id, self.registry.meter(
-            self._name("ZooKeeperCommitsPerSec")))
-        self.fetcher_manager = ConsumerFetcherManager(self._fetch_settings(), self._live_brokers, self.registry)
+            self._name("ZooKeeperCommitsPerSec")), self.events)
+        self.fetcher_manager = (fetcher_factory or ConsumerFetcherManager)(
+            self._fetch_settings(), functools.partial(read_brokers, self.zk, skip_bad=True), self.registry)
         self.listener = ZKRebalancerListener(
             RebalanceSettings(self.consumer_id, config.rebalance_max_retries, config.rebalance_backoff_ms,
                               config.auto_commit_enable, config.exclude_internal_topics),
             self.store, get_assignor(config.partition_assignment_strategy), self.fetcher_manager, self.bindings,
-            self.ownership, self.offsets, timer=self.registry.timer(self._name("RebalanceRateAndTime")),
-            on_new_session=self._reregister,
+            self.ownership, self.offsets, events=self.events,
+            timer=self.registry.timer(self._name("RebalanceRateAndTime")), register=self._reregister,
         )
         self.registry.gauge(self._name("OwnedPartitionsCount", groupId=config.group_id),
                             lambda: len(self.ownership.owners()))
+        self.events.subscribe(self._track_owned_topics)
         if config.auto_commit_enable:
             self._autocommit_thread = threading.Thread(target=self._autocommit_loop, daemon=True,
                                                        name=f"{self.consumer_id}-auto-commit")
@@ -84,17 +122,20 @@ class ZookeeperConsumerConnector:
     def create_message_streams(self, topic_count_map: dict[str, int], key_decoder: Decoder | None = None,
                                value_decoder: Decoder | None = None) -> dict[str, list[KafkaStream]]:
         """One stream per (topic, thread); blocks until the first rebalance succeeds (or raises)."""
-        self._claim_streams_once()
         for topic, count in topic_count_map.items():
-            if not isinstance(count, int) or count < 1:
+            if not isinstance(topic, str) or not topic:
+                raise ValueError(f"topic names must be non-empty strings, got {topic!r}")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
                 raise ValueError(f"stream count for topic {topic!r} must be an integer >= 1, got {count!r}")
+        self._claim_streams_once()
         result: dict[str, list[KafkaStream]] = {}
         for topic, count in topic_count_map.items():
             for i in range(count):
                 queue, stream = self._new_stream(key_decoder, value_decoder)
-                self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, i), queue, stream)
+                self._bind(topic, i, queue, stream)
                 result.setdefault(topic, []).append(stream)
         self._registration = Registration.static(topic_count_map)
+        self.listener.set_state(MemberState.REGISTERING)
         self._register()
         self._reinitialize(set(topic_count_map))
         return result
@@ -103,23 +144,38 @@ class ZookeeperConsumerConnector:
                                          key_decoder: Decoder | None = None,
                                          value_decoder: Decoder | None = None) -> list[KafkaStream]:
         """`num_streams` streams shared by every topic the whitelist/blacklist allows, now and later."""
-        self._claim_streams_once()
-        if not isinstance(num_streams, int) or num_streams < 1:
+        if not isinstance(num_streams, int) or isinstance(num_streams, bool) or num_streams < 1:
             raise ValueError(f"num_streams must be an integer >= 1, got {num_streams!r}")
+        self._claim_streams_once()
         pairs = [self._new_stream(key_decoder, value_decoder) for _ in range(num_streams)]
         self._wildcard = (topic_filter, pairs)
         self._registration = Registration.wildcard(topic_filter, num_streams)
+        self.listener.set_state(MemberState.REGISTERING)
         self._register()
-        self.zk.ensure_path(layout.BROKER_TOPICS)
         self._wildcard_watch = self.zk.watch_children(layout.BROKER_TOPICS, self._on_topics_changed)
+        if not self._topics_seen.wait(self.zk.request_timeout_s):
+            raise RuntimeError(f"{self.consumer_id}: the topic list under {layout.BROKER_TOPICS} never arrived")
+        self._apply_wildcard_topics(first=True)
         self._reinitialize(self._wildcard_topics)
         return [stream for _, stream in pairs]
 
     def set_rebalance_listener(self, listener: ConsumerRebalanceListener) -> None:
         if self._streams_created:
             raise RuntimeError("set the rebalance listener before creating message streams")
-        self._user_listener = listener
         self.listener.user_listener = listener
+
+    def add_event_listener(self, listener: EventListener) -> Callable[[], None]:
+        """Subscribe to this member's `MemberEvent`s (quick, non-blocking callbacks); returns an unsubscribe."""
+        return self.events.subscribe(listener)
+
+    @property
+    def state(self) -> MemberState:
+        return self.listener.state
+
+    @property
+    def last_rebalance_error(self) -> Exception | None:
+        """Why the last background rebalance (or re-registration) failed; None once one succeeds again."""
+        return self.listener.last_error
 
     def commit_offsets(self) -> int:
         """Write every owned partition's consumed offset that changed; returns how many were written."""
@@ -130,7 +186,6 @@ class ZookeeperConsumerConnector:
         return {(tp.topic, tp.partition): str(t) for tp, t in sorted(self.ownership.owners().items())}
 
     def metrics(self) -> dict[str, dict[str, Any]]:
-        self._refresh_topic_gauges()
         snapshot = self.registry.snapshot()
         for kind, count in sorted(self.zk.op_counts().items()):
             name = "WatchNotifications" if kind.startswith("watch:") else "SessionEvents" if kind.startswith(
@@ -140,7 +195,7 @@ class ZookeeperConsumerConnector:
         return snapshot
 
     @property
-    def rebalance_stats(self):
+    def rebalance_stats(self) -> RebalanceStats:
         return self.listener.stats
 
     def __enter__(self) -> ZookeeperConsumerConnector:
@@ -151,21 +206,25 @@ class ZookeeperConsumerConnector:
 
     def shutdown(self) -> None:
         """0.8.2 order: stop the watcher, then under the rebalance lock stop committing and fetching, end every
-        stream, commit, and close ZooKeeper (our ephemeral nodes vanish with the session)."""
+        stream, commit, and close ZooKeeper (our ephemeral nodes vanish with the session). Every thread this
+        connector started has ended when it returns."""
         with self._shutdown_lock:
-            if self._is_shut_down:
+            if self._closing.is_set():
                 return
-            self._is_shut_down = True
+            self._closing.set()
         log.info("%s: shutting down", self.consumer_id)
         self.listener.stop()
         with self.listener.rebalance_lock:
-            for handle in [*self._topic_watches.values(), self._wildcard_watch]:
+            with self._watch_lock:
+                handles = [*self._topic_watches.values(), self._wildcard_watch]
+            for handle in handles:
                 if handle is not None:
                     handle.stop()
-            self._stop_autocommit.set()
             try:
                 self.fetcher_manager.shutdown()
                 log.info("%s: fetching stopped", self.consumer_id)
+                self.events.emit(EventKind.FETCHERS_STOPPED, partitions=[
+                    partition_key(tp.topic, tp.partition) for tp in sorted(self.ownership.owners())])
                 for queue in self.bindings.queues():
                     queue.clear()
                     queue.put_shutdown_sentinel()
@@ -174,10 +233,13 @@ class ZookeeperConsumerConnector:
             except Exception:
                 log.exception("%s: error during shutdown", self.consumer_id)
             finally:
-                self.zk.close()
-        self.listener.join()
-        if self._autocommit_thread is not None:
-            self._autocommit_thread.join(timeout=10)
+                self.zk.close()  # also fails at once any call still waiting on ZooKeeper in our threads
+        stragglers = [name for name, stopped in (
+            ("watcher", self.listener.join(_JOIN_S)), ("fetchers", self.fetcher_manager.join(_JOIN_S)),
+            ("auto-commit", self._join_autocommit())) if not stopped]
+        if stragglers:
+            log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(stragglers))
+        self.listener.set_state(MemberState.CLOSED)
         self.registry.remove_matching(tag_matcher("clientId", self.client_id))
         log.info("%s: shut down completed", self.consumer_id)
 
@@ -193,15 +255,11 @@ class ZookeeperConsumerConnector:
             fetch_min_bytes=c.fetch_min_bytes, fetch_wait_max_ms=c.fetch_wait_max_ms,
             num_consumer_fetchers=c.num_consumer_fetchers, refresh_leader_backoff_ms=c.refresh_leader_backoff_ms,
             socket_timeout_ms=c.socket_timeout_ms, socket_receive_buffer_bytes=c.socket_receive_buffer_bytes,
-            auto_offset_reset=c.auto_offset_reset, queued_max_message_chunks=c.queued_max_message_chunks,
-            consumer_timeout_ms=c.consumer_timeout_ms,
+            auto_offset_reset=c.auto_offset_reset,
         )
 
-    def _live_brokers(self) -> list[Broker]:
-        return read_brokers(self.zk, skip_bad=True)
-
     def _claim_streams_once(self) -> None:
-        if self._is_shut_down:
+        if self._closing.is_set():
             raise RuntimeError(f"{self.consumer_id} is shut down")
         if self._streams_created:
             raise MessageStreamsExistError(f"{self.consumer_id}: message streams can be created only once")
@@ -209,22 +267,37 @@ class ZookeeperConsumerConnector:
 
     def _new_stream(self, key_decoder: Decoder | None, value_decoder: Decoder | None) -> tuple[ChunkQueue, KafkaStream]:
         queue = ChunkQueue(self.config.queued_max_message_chunks)
-        stream = KafkaStream(queue, self.config.consumer_timeout_ms, self.client_id, key_decoder, value_decoder)
+        stream = KafkaStream(queue, self.config.consumer_timeout_ms, self.client_id, key_decoder, value_decoder,
+                             metrics=self.registry)
         return queue, stream
+
+    def _bind(self, topic: str, index: int, queue: ChunkQueue, stream: KafkaStream) -> None:
+        self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, index), queue, stream)
+        self.registry.gauge(self._name("FetchQueueSize", topic=topic, threadId=str(index)), queue.qsize)
 
     def _register(self) -> None:
         assert self._registration is not None
         wait = 2 * self.config.zookeeper_session_timeout_ms / 1000.0 + 5.0
-        register(self.zk, self.config.group_id, self.consumer_id, self._registration, wait)
+        register(self.zk, self.config.group_id, self.consumer_id, self._registration, wait, self._closing)
 
     def _reregister(self) -> None:
-        if self._registration is not None and not self._is_shut_down:
+        if self._registration is not None:
             self._register()
+
+    def _on_connection_state(self, state: str) -> None:
+        # kazoo's thread: emit and signal only.
+        self.events.emit(EventKind.CONNECTION, state=state)
+        if state == "lost" and not self._closing.is_set():
+            self.events.emit(EventKind.SESSION_EXPIRED)
+
+    def _on_new_session(self) -> None:
+        self.events.emit(EventKind.SESSION_RENEWED, session=self.zk.session_id)
+        self.listener.session_renewed()
 
     def _reinitialize(self, topics: set[str]) -> None:
         """Install watches (once each) and run the first rebalance in the caller's thread."""
         if not self.listener.started:
-            self.zk.on_new_session(self.listener.session_renewed)
+            self.zk.on_new_session(self._on_new_session)
             self.zk.watch_children(layout.ids_dir(self.config.group_id),
                                    lambda _children: self.listener.trigger("group membership changed"), initial=False)
             self.listener.start()
@@ -232,34 +305,51 @@ class ZookeeperConsumerConnector:
         self.listener.synced_rebalance()
 
     def _watch_topic_data(self, topics: set[str]) -> None:
-        for topic in sorted(topics - set(self._topic_watches)):
+        with self._watch_lock:
+            if self._closing.is_set():
+                return
+            for topic in sorted(topics - set(self._topic_watches)):
 
-            def on_data(data: bytes | None, topic: str = topic) -> None:
-                if data is None:
-                    log.warning("%s: topic %s was deleted", self.consumer_id, topic)
-                else:
-                    self.listener.trigger(f"topic {topic} changed")
+                def on_data(data: bytes | None, topic: str = topic) -> None:
+                    if data is None:
+                        log.warning("%s: topic %s was deleted", self.consumer_id, topic)
+                    else:
+                        self.listener.trigger(f"topic {topic} changed")
 
-            self._topic_watches[topic] = self.zk.watch_data(layout.topic_path(topic), on_data, initial=False)
+                self._topic_watches[topic] = self.zk.watch_data(layout.topic_path(topic), on_data, initial=False)
 
     def _on_topics_changed(self, children: list[str]) -> None:
-        """Wildcard topic watcher: bind new topics to the shared streams and rebalance if the set changed."""
-        if self._wildcard is None or self._is_shut_down:
+        """Wildcard topic watcher, on kazoo's thread: record and hand the work to the watcher thread."""
+        with self._wildcard_lock:
+            self._latest_topics = list(children)
+        self._topics_seen.set()
+        if self.listener.started and not self._closing.is_set():
+            self.listener.submit(self._apply_wildcard_topics)
+
+    def _apply_wildcard_topics(self, first: bool = False) -> None:
+        """Bind newly allowed topics to the shared streams, watch them, and rebalance if the set changed."""
+        if self._wildcard is None or self._closing.is_set():
             return
         topic_filter, pairs = self._wildcard
-        allowed = {t for t in children if topic_filter.is_topic_allowed(t, self.config.exclude_internal_topics)}
-        if allowed == self._wildcard_topics:
-            return
-        log.info("%s: wildcard topics now %s", self.consumer_id, sorted(allowed))
-        for topic in sorted(allowed - self._wildcard_topics):
-            for i, (queue, stream) in enumerate(pairs):
-                self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, i), queue, stream)
-        self._wildcard_topics = allowed
-        if self.listener.started:  # after the first rebalance: a follow-up, off kazoo's thread
+        with self._wildcard_lock:
+            children = self._latest_topics or []
+            allowed = {t for t in children if topic_filter.is_topic_allowed(t, self.config.exclude_internal_topics)}
+            added = allowed - self._wildcard_topics
+            if allowed == self._wildcard_topics:
+                return
+            log.info("%s: wildcard topics now %s", self.consumer_id, sorted(allowed))
+            for topic in sorted(added):
+                for i, (queue, stream) in enumerate(pairs):
+                    self._bind(topic, i, queue, stream)
+            self._wildcard_topics = allowed
+        if not first:
             self._watch_topic_data(allowed)
             self.listener.trigger("wildcard topic set changed")
 
-    def _refresh_topic_gauges(self) -> None:
+    def _track_owned_topics(self, event: MemberEvent) -> None:
+        """Per-topic OwnedPartitionsCount gauges follow ownership as it changes (removed on release)."""
+        if event.kind not in (EventKind.STATE, EventKind.ATTEMPT_END):
+            return
         owned = self.ownership.partitions_by_topic()
         prefix = self._name("OwnedPartitionsCount", groupId=self.config.group_id) + ",topic="
         for name in self.registry.names():
@@ -267,13 +357,20 @@ class ZookeeperConsumerConnector:
                 self.registry.remove(name)
         for topic in owned:
             self.registry.gauge(prefix + topic, lambda t=topic: len(self.ownership.partitions_by_topic().get(t, ())))
-        for topic, thread, queue in self.bindings.bindings():
-            self.registry.gauge(self._name("FetchQueueSize", topic=topic, threadId=str(thread.thread)), queue.qsize)
 
     def _autocommit_loop(self) -> None:
         interval = self.config.auto_commit_interval_ms / 1000.0
-        while not self._stop_autocommit.wait(interval):  # first run one interval after start, then every interval
+        while not self._closing.wait(interval):  # first run one interval after start, then every interval
             try:
-                self.commit_offsets()
-            except Exception as exc:
-                log.warning("%s: auto-commit failed: %s", self.consumer_id, exc)
+                with self.listener.rebalance_lock:
+                    if self._closing.is_set():  # shutdown made the final commit while we waited for the lock
+                        return
+                    self.offsets.commit(self.ownership.infos())
+            except Exception:
+                log.exception("%s: exception during auto-commit", self.consumer_id)
+
+    def _join_autocommit(self) -> bool:
+        if self._autocommit_thread is None:
+            return True
+        self._autocommit_thread.join(_JOIN_S)
+        return not self._autocommit_thread.is_alive()

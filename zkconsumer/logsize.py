@@ -10,15 +10,15 @@ import random
 from collections.abc import Iterable
 
 from fetcher_manager.kafka_wire import BrokerError, KafkaWire, WireError
-from zkconsumer.admin import live_brokers
 from zkconsumer.groups import LogEndLookup
 from zkconsumer.zookeeper.client import ZkClient
+from zkconsumer.zookeeper.group import read_brokers
 
 
 def log_end_lookup(zk: ZkClient, socket_timeout_ms: int = 5000) -> LogEndLookup:
     def lookup(partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         wanted = list(partitions)
-        brokers = live_brokers(zk)
+        brokers = read_brokers(zk, skip_bad=True)
         random.shuffle(brokers)
         wire = KafkaWire("zkconsumer-offset-checker", socket_timeout_ms)
         try:

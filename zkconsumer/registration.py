@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 import uuid
 
 from rebalance.subscription import Registration
 from zkconsumer.zookeeper import codecs, layout
-from zkconsumer.zookeeper.client import NodeExistsError, ZkClient
+from zkconsumer.zookeeper.client import NodeExistsError, ZkClient, ZkClosedError
 
 log = logging.getLogger(__name__)
 
 
 class ConsumerRegistrationError(RuntimeError):
     """Our id is held by another live session: two members were given the same consumer.id."""
+
+
+class RegistrationInterruptedError(RuntimeError):
+    """The member shut down while it was waiting for an old registration node to go away."""
 
 
 def make_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
@@ -30,17 +35,31 @@ def make_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
     return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{suffix}"
 
 
-def register(zk: ZkClient, group: str, consumer_id: str, registration: Registration, wait_s: float) -> None:
+def register(zk: ZkClient, group: str, consumer_id: str, registration: Registration, wait_s: float,
+             stop: threading.Event | None = None) -> None:
     """Create our ephemeral registration, waiting for a previous session's node to go away.
 
     0.8.2 loops until the old node disappears (ZOOKEEPER-1740 workaround): a member restarted with the same
-    consumer.id before its old session expired waits for that expiry instead of failing (field report:
-    kafka-node NODE_EXISTS on quick restart). We bound the wait, because a node that outlives it belongs to a
-    *live* duplicate, and we accept a node already owned by our own session (KAFKA-1387).
+    consumer.id before its old session expired waits for that expiry instead of failing (other ZooKeeper-balanced
+    clients, e.g. kafka-node, fail with NODE_EXISTS on a quick restart). We bound the wait, because a node that
+    outlives it belongs to a *live* duplicate, and we accept a node already owned by our own session (KAFKA-1387).
+    The wait ends at once when `stop` is set (the member is shutting down): `RegistrationInterruptedError`.
     """
-    path = layout.registration_path(group, consumer_id)
+    stop = stop or threading.Event()
+    try:
+        _register(zk, layout.registration_path(group, consumer_id), consumer_id, registration, wait_s, stop)
+    except ZkClosedError:
+        if stop.is_set():  # the shutdown closed the client under us: report it as the interruption it is
+            raise RegistrationInterruptedError(f"{consumer_id}: shut down while waiting to register") from None
+        raise
+
+
+def _register(zk: ZkClient, path: str, consumer_id: str, registration: Registration, wait_s: float,
+              stop: threading.Event) -> None:
     deadline = time.monotonic() + wait_s
     while True:
+        if stop.is_set():
+            raise RegistrationInterruptedError(f"{consumer_id}: shut down while waiting to register")
         data = codecs.encode_registration(registration)
         try:
             zk.create(path, data, ephemeral=True)
@@ -59,4 +78,5 @@ def register(zk: ZkClient, group: str, consumer_id: str, registration: Registrat
                     "consumer.id must be unique within the group"
                 ) from None
             log.info("%s: registration node exists from session 0x%x; waiting for it to expire", consumer_id, owner)
-            time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
+            if stop.wait(min(0.5, max(0.05, deadline - time.monotonic()))):
+                raise RegistrationInterruptedError(f"{consumer_id}: shut down while waiting to register") from None

@@ -24,7 +24,7 @@ from zkconsumer.embedded.process import (
     stop_process,
 )
 
-# Without metrics-core the JVM exits; without snappy-java it never serves a session (see docs/environment).
+# Without metrics-core the JVM exits; without snappy-java it never serves a session (see docs/servers.md).
 _REQUIRED_JARS = ("zookeeper-3", "zookeeper-jute", "slf4j-api", "metrics-core", "snappy-java")
 _LOGGING_JARS = ("log4j-slf4j2-impl", "log4j-api-2", "log4j-core")
 JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m")

@@ -28,7 +28,9 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NoNodeError", "NodeExistsError", "NotEmptyError", "WatchHandle", "ZkClient", "ZkUnavailableError"]
+__all__ = [
+    "NoNodeError", "NodeExistsError", "NotEmptyError", "WatchHandle", "ZkClient", "ZkClosedError", "ZkUnavailableError",
+]
 
 _RETRYABLE = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
 # Short and persistent: the kazoo default backs off for up to an hour between reconnect attempts.
@@ -37,6 +39,10 @@ CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay":
 
 class ZkUnavailableError(RuntimeError):
     """ZooKeeper could not be reached within the bound; nothing was changed by the failed call."""
+
+
+class ZkClosedError(ZkUnavailableError):
+    """The client was closed (the member is shutting down): no call is sent, and none waits."""
 
 
 class WatchHandle:
@@ -64,8 +70,10 @@ class ZkClient:
         self.counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._connected = threading.Event()
+        self._closed = threading.Event()
         self._session_id: int | None = None
         self._new_session_callbacks: list[Callable[[], None]] = []
+        self._state_callbacks: list[Callable[[str], None]] = []
         self._kazoo = KazooClient(
             hosts=connect, timeout=session_timeout_ms / 1000.0, connection_retry=dict(CONNECTION_RETRY),
             command_retry={"max_tries": 3, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
@@ -102,8 +110,12 @@ class ZkClient:
                 root.close()
 
     def close(self) -> None:
-        """End the session (ephemeral nodes vanish on the server) and free the connection threads."""
-        self._connected.clear()
+        """End the session (ephemeral nodes vanish on the server) and free the connection threads.
+
+        Calls waiting for a connection fail at once with `ZkClosedError`, so nothing (an auto-commit, a claim)
+        can reach ZooKeeper after the member's final commit."""
+        self._closed.set()
+        self._connected.set()  # wake every waiter in `_call`; it sees `_closed` and fails fast
         try:
             self._kazoo.stop()
         finally:
@@ -117,7 +129,11 @@ class ZkClient:
 
     @property
     def connected(self) -> bool:
-        return self._connected.is_set()
+        return self._connected.is_set() and not self._closed.is_set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
 
     @property
     def session_id(self) -> int | None:
@@ -132,9 +148,16 @@ class ZkClient:
         """Call `callback` (must not block) whenever the client comes back with a *different* session."""
         self._new_session_callbacks.append(callback)
 
+    def on_state_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(state)` (must not block) on every connection state change: "connected", "suspended"
+        (connection lost, session may survive) or "lost" (session expired or closed)."""
+        self._state_callbacks.append(callback)
+
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: record and signal only, never block here.
         self._count(f"state:{state.lower()}")
+        for state_callback in list(self._state_callbacks):
+            state_callback(state.lower())
         if state == KazooState.CONNECTED:
             new_id = self._kazoo.client_id[0] if self._kazoo.client_id else None
             renewed = self._session_id is not None and new_id != self._session_id
@@ -144,7 +167,7 @@ class ZkClient:
                 log.warning("%s: ZooKeeper session expired; new session 0x%x", self.log_id, new_id or 0)
                 for callback in list(self._new_session_callbacks):
                     callback()
-        else:
+        elif not self._closed.is_set():
             self._connected.clear()
             log.info("%s: ZooKeeper connection %s", self.log_id, state)
 
@@ -163,6 +186,8 @@ class ZkClient:
     def _call(self, kind: str, method: str, *args: object, **kwargs: object) -> object:
         deadline = time.monotonic() + self.request_timeout_s
         while True:
+            if self._closed.is_set():
+                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {args[0] if args else ''})")
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._connected.wait(remaining):
                 raise ZkUnavailableError(
@@ -176,7 +201,7 @@ class ZkClient:
                 log.debug("%s: %s %s failed with %r; retrying", self.log_id, kind, args[:1], exc)
                 time.sleep(0.05)
             except ConnectionClosedError:
-                raise ZkUnavailableError(f"{self.log_id}: the ZooKeeper client is closed") from None
+                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
 
     def get(self, path: str) -> tuple[bytes, object] | None:
         """(data, stat), or None if the node does not exist."""
@@ -195,13 +220,29 @@ class ZkClient:
     def exists(self, path: str) -> bool:
         return self._call("exists", "exists", path) is not None
 
-    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, makepath: bool = True) -> None:
-        """Create a node; parents are created as persistent nodes. Raises NodeExistsError."""
-        self._call("create", "create", path, data, None, ephemeral, False, makepath)
+    def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False, makepath: bool = True) -> None:
+        """Create a node; missing parents are created as persistent nodes with null data. Raises NodeExistsError.
+
+        Null, not empty: zkclient's `createPersistent(path, true)`, which Kafka 0.8.2 uses for every parent,
+        writes null data, and a whole-tree comparison with a Scala group must come out equal. kazoo's own
+        `makepath` would write b"" parents, so parents are made here.
+        """
+        try:
+            self._call("create", "create", path, data, None, ephemeral, False, False)
+        except NoNodeError:
+            if not makepath:
+                raise
+            parent = path.rsplit("/", 1)[0]
+            if parent:
+                self.ensure_path(parent)
+            self._call("create", "create", path, data, None, ephemeral, False, False)
 
     def ensure_path(self, path: str) -> None:
+        """Create `path` and its missing parents, all persistent with null data; existing nodes are fine.
+
+        Like zkclient's `createPersistent(path, true)`: try the create first (one request when it exists)."""
         try:
-            self.create(path, b"", makepath=True)
+            self.create(path, None, makepath=True)
         except NodeExistsError:
             pass
 
@@ -230,8 +271,9 @@ class ZkClient:
         found = self.get(path)
         return None if found is None else found[1].ephemeralOwner  # type: ignore[attr-defined]
 
-    def create_ephemeral_expect_conflict(self, path: str, data: bytes) -> bool:
-        """Create an ephemeral node. Returns True when we hold it afterwards, False on a conflict.
+    def create_ephemeral_expect_conflict(self, path: str, data: bytes) -> tuple[bool, bytes | None]:
+        """Create an ephemeral node. Returns (True, data) when we hold it afterwards, else (False, the current
+        node's data, or None if it vanished before it could be read).
 
         Kafka's rule: an existing node with the same data counts as ours (created during a connection loss).
         Our addition (the KAFKA-1387 fix): the same data under *another* session is a conflict, because that
@@ -239,13 +281,13 @@ class ZkClient:
         """
         try:
             self.create(path, data, ephemeral=True)
-            return True
+            return True, data
         except NodeExistsError:
             found = self.get(path)
             if found is None:
-                return False  # vanished between create and read: the owner is leaving; retry later
+                return False, None  # vanished between create and read: the owner is leaving; retry later
             existing, stat = found
-            return existing == data and stat.ephemeralOwner == self.session_id  # type: ignore[attr-defined]
+            return existing == data and stat.ephemeralOwner == self.session_id, existing  # type: ignore[attr-defined]
 
     # --- watches -----------------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ import logging
 from collections.abc import Callable, Iterable
 
 from fetcher_manager.broker import Broker
+from rebalance.assignment import TopicPartition
+from rebalance.convergence import GroupSnapshot
+from rebalance.store import Claim
 from rebalance.subscription import Registration
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
@@ -69,9 +72,10 @@ class ZkGroupStore:
     def release(self, topic: str, partition: int) -> None:
         self.zk.delete(layout.owner_path(self.group, topic, partition))
 
-    def claim(self, topic: str, partition: int, thread_id: str) -> bool:
-        return self.zk.create_ephemeral_expect_conflict(layout.owner_path(self.group, topic, partition),
-                                                        thread_id.encode())
+    def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
+        ours, current = self.zk.create_ephemeral_expect_conflict(layout.owner_path(self.group, topic, partition),
+                                                                 thread_id.encode())
+        return Claim(ours, None if current is None else current.decode("utf-8", "replace"))
 
     def read_offset(self, topic: str, partition: int) -> int:
         path = layout.offset_path(self.group, topic, partition)
@@ -86,3 +90,25 @@ class ZkGroupStore:
             return
         self._broker_watch_installed = True
         self.zk.watch_children(layout.BROKER_IDS, lambda _children: callback(), initial=False)
+
+
+def read_group_snapshot(zk: ZkClient, group: str) -> GroupSnapshot:
+    """One read of everything convergence depends on. A member that leaves while we read is left out; an
+    unreadable registration raises `ZnodeDataError` naming its path."""
+    registrations = {}
+    for member in zk.get_children(layout.ids_dir(group)) or []:
+        path = layout.registration_path(group, member)
+        found = zk.get(path)
+        if found is not None:
+            registrations[member] = codecs.decode_registration(path, found[0])
+    all_topics = tuple(sorted(zk.get_children(layout.BROKER_TOPICS) or []))
+    wanted = {t for r in registrations.values() for t in r.topic_streams(all_topics, exclude_internal_topics=False)}
+    store = ZkGroupStore(zk, group)
+    partitions = {topic: tuple(ids) for topic, ids in store.partitions_for_topics(sorted(wanted)).items()}
+    owners = {}
+    for topic in zk.get_children(layout.owners_dir(group)) or []:
+        for partition in zk.get_children(layout.owners_dir(group, topic)) or []:
+            found = zk.get(f"{layout.owners_dir(group, topic)}/{partition}")
+            if found is not None and partition.isdigit():
+                owners[TopicPartition(topic, int(partition))] = (found[0] or b"").decode("utf-8", "replace")
+    return GroupSnapshot(group, registrations, all_topics, partitions, owners)

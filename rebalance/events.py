@@ -1,0 +1,108 @@
+"""Member state and structured events: what a program (the lab, a test, an application) reads about a member.
+
+Log lines are for people; these events are the API. Every step of the rebalance that matters emits one
+event, in the order it happens on the member, with a wall-clock and a monotonic timestamp. Subscribers are
+called synchronously on the thread that did the step (the watcher thread, the auto-commit thread, kazoo's
+event thread for connection states), so they must be quick and must not block; an exception in a subscriber
+is logged and never disturbs the member.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class MemberState(enum.StrEnum):
+    """Where a member is in its life: CREATED → REGISTERING → REBALANCING ↔ OWNING, FAILED, CLOSED."""
+
+    CREATED = "created"  # connected to ZooKeeper, no streams yet
+    REGISTERING = "registering"  # writing /consumers/<g>/ids/<id> (first time or after a session expiry)
+    REBALANCING = "rebalancing"  # inside syncedRebalance; the event carries the attempt number
+    OWNING = "owning"  # the last rebalance succeeded: owns (and fetches) its share
+    FAILED = "failed"  # the last rebalance exhausted its retries, or registration is failing and being retried
+    CLOSED = "closed"  # shut down
+
+
+class EventKind(enum.StrEnum):
+    STATE = "state"  # state, previous, attempt?
+    TRIGGER = "trigger"  # reason
+    REBALANCE_BEGIN = "rebalance_begin"  # rebalance (this member's count)
+    REBALANCE_END = "rebalance_end"  # rebalance, result (ok | failed | stopped), attempts, duration_ms, error?
+    ATTEMPT_BEGIN = "attempt_begin"  # rebalance, attempt
+    ATTEMPT_END = "attempt_end"  # rebalance, attempt, result (ok | conflict | no_brokers | stopped | error), ...
+    RELEASE = "release"  # topic, partition
+    CLAIM = "claim"  # topic, partition, thread, ok, owner (the current owner's thread id on a conflict)
+    ROLLBACK = "rollback"  # topic, partition: a claim of this attempt deleted after a conflict
+    FETCHERS_STOPPED = "fetchers_stopped"  # partitions: ["t/p", ...] this member had been fetching
+    FETCHERS_STARTED = "fetchers_started"  # offsets: {"t/p": start offset}
+    COMMIT = "commit"  # topic, partition, offset
+    SESSION_EXPIRED = "session_expired"  # the ZooKeeper session was lost; a new one is being set up
+    SESSION_RENEWED = "session_renewed"  # session: the new session id
+    REGISTERED = "registered"  # session
+    REGISTRATION_FAILED = "registration_failed"  # error, retry_in_s
+    CONNECTION = "connection"  # state: connected | suspended | lost
+    REBALANCE_FAILED = "rebalance_failed"  # error: retries exhausted
+
+
+@dataclass(frozen=True)
+class MemberEvent:
+    kind: EventKind
+    consumer_id: str
+    seq: int  # per-member sequence number: total order of one member's events
+    time: float  # time.time(): comparable across processes on one host
+    monotonic: float  # time.monotonic(): durations within one process
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": str(self.kind), "consumer_id": self.consumer_id, "seq": self.seq, "time": self.time,
+                **dict(self.data)}
+
+
+EventListener = Callable[[MemberEvent], None]
+
+
+class EventBus:
+    """Fans a member's events out to its subscribers; cheap when nobody listens."""
+
+    def __init__(self, consumer_id: str, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.consumer_id = consumer_id
+        self._clock = clock
+        self._monotonic = monotonic
+        self._listeners: list[EventListener] = []
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+
+    def subscribe(self, listener: EventListener) -> Callable[[], None]:
+        """Add a subscriber; returns a function that removes it."""
+        with self._lock:
+            self._listeners = [*self._listeners, listener]
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._listeners = [x for x in self._listeners if x is not listener]
+
+        return unsubscribe
+
+    def emit(self, kind: EventKind, **data: Any) -> MemberEvent:
+        event = MemberEvent(kind, self.consumer_id, next(self._seq), self._clock(), self._monotonic(), data)
+        for listener in self._listeners:  # a copy-on-write list: safe to iterate without the lock
+            try:
+                listener(event)
+            except Exception:
+                log.exception("%s: event listener %r failed on %s", self.consumer_id, listener, kind)
+        return event
+
+
+def partition_key(topic: str, partition: int) -> str:
+    """`topic/partition`: how events name a partition (JSON objects need string keys)."""
+    return f"{topic}/{partition}"

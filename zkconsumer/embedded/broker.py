@@ -58,6 +58,8 @@ class TansuBroker:
     data_dir: Path
     node_id: int = TANSU_NODE_ID
     process: ProcessRecord | None = None
+    # Advertise another port than the one tansu listens on (a counting proxy in front of it); None = `port`.
+    advertised_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -68,17 +70,18 @@ class TansuBroker:
         return self.data_dir / "tansu.log"
 
     @classmethod
-    def plan(cls, base_dir: Path, port: int | None = None) -> TansuBroker:
+    def plan(cls, base_dir: Path, port: int | None = None, advertised_port: int | None = None) -> TansuBroker:
         if port is not None:
             check_port_free(port, "--broker-port")
-        return cls(port=port or free_port(), data_dir=base_dir / "broker")
+        return cls(port=port or free_port(), data_dir=base_dir / "broker", advertised_port=advertised_port)
 
     def start(self, timeout: float = 30.0) -> None:
         binary = tansu_binary()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
         argv = [
-            binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+            binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
             # The data dir path is an inert marker in the command line: it tells our tansu from anybody else's.
             "--storage-engine", "memory://tansu/", "--cluster-id", f"zkconsumer-{self.data_dir.name}-{self.port}",
         ]

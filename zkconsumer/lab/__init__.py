@@ -1,0 +1,1 @@
+"""The lab: measuring the ZooKeeper-balanced consumer against the broker-side group coordinator."""

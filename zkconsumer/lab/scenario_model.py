@@ -1,0 +1,356 @@
+"""The records of a lab scenario: pydantic models of the TOML file, member selectors, cases and steps.
+
+Models check what one field can check on its own (types, ranges, unknown keys). Rules that relate fields to
+each other, and the timeline of the churn schedule, live in ``scenario_rules``; loading and sweep expansion in
+``scenario``. Sequences are lists because that is what TOML gives and strict mode would refuse tuples.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    field_validator,
+    model_validator,
+)
+
+from zkconsumer.config import ConsumerConfig
+
+DESIGNS = ("zk", "coordinator")
+SELECTOR_KEYWORDS = ("newest", "oldest", "random", "all")
+_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_SELECTOR_FORMS = "a member index (3), a list ([0, 2]), a range ('0-3'), 'newest', 'oldest', 'random' or 'all'"
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which members an action or network rule applies to.
+
+    ``index`` carries explicit member indices (from an int, a list or an ``"a-b"`` range); the other kinds are
+    resolved against the group as it is when the action runs (``all`` in a network rule also covers members
+    that join later).
+    """
+
+    kind: Literal["index", "newest", "oldest", "random", "all"]
+    indices: tuple[int, ...] = ()
+
+    def to_toml(self) -> int | list[int] | str:
+        if self.kind != "index":
+            return self.kind
+        return self.indices[0] if len(self.indices) == 1 else list(self.indices)
+
+    def __str__(self) -> str:
+        return self.kind if self.kind != "index" else ", ".join(map(str, self.indices))
+
+
+def parse_selector(value: Any) -> Selector:
+    if isinstance(value, Selector):
+        return value
+    if isinstance(value, bool):  # bool is an int in Python; `member = true` is a mistake, not member 1
+        raise ValueError(f"expected {_SELECTOR_FORMS}, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"member indices start at 0, got {value}")
+        return Selector("index", (value,))
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            raise ValueError(f"a member list needs one or more indices >= 0, got {value!r}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"member list {value!r} names a member twice: list each once")
+        return Selector("index", tuple(value))
+    if isinstance(value, str):
+        if value in SELECTOR_KEYWORDS:
+            return Selector(value)  # type: ignore[arg-type]
+        found = _RANGE.fullmatch(value)
+        if found:
+            low, high = int(found[1]), int(found[2])
+            if low > high:
+                raise ValueError(f"range {value!r} is empty: write it low-high, e.g. '{high}-{low}'")
+            return Selector("index", tuple(range(low, high + 1)))
+    raise ValueError(f"expected {_SELECTOR_FORMS}, got {value!r}")
+
+
+def _network_selector(value: Any) -> Selector:
+    selector = parse_selector(value)
+    if selector.kind not in ("index", "all"):
+        raise ValueError(f"network rules take member indices, a range like '0-3' or 'all', not {selector.kind!r}")
+    return selector
+
+
+_toml_form = PlainSerializer(lambda s: s.to_toml())
+MemberSelector = Annotated[Selector, PlainValidator(parse_selector), _toml_form]
+NetworkSelector = Annotated[Selector, PlainValidator(_network_selector), _toml_form]
+
+
+def _slug(value: str) -> str:
+    if not _SLUG.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid name: use lowercase letters, digits and '-' (it names files)")
+    return value
+
+
+def _topic_name(value: str) -> str:
+    if not _TOPIC.fullmatch(value) or value in (".", ".."):
+        raise ValueError(f"{value!r} is not a valid Kafka topic name: use ASCII letters, digits, '.', '_' and '-'")
+    return value
+
+
+class _Model(BaseModel):
+    # strict: TOML is typed, so "30" where 30 is meant is a mistake worth reporting, not coercing.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Topic(_Model):
+    name: Annotated[str, AfterValidator(_topic_name)]
+    partitions: int = Field(ge=1, le=10000)
+
+
+class Group(_Model):
+    members: int = Field(ge=0, description="members started (and settled) before t=0")
+    streams: int = Field(1, ge=1, le=64, description="streams (consumer threads) per member")
+    process_mode: Literal["processes", "threads"] = "processes"
+    topics: list[Topic] = Field(min_length=1)
+
+
+class CoordinatorSettings(_Model):
+    """kafka-python ``KafkaConsumer`` group settings for the coordinator design."""
+
+    session_timeout_ms: int = Field(6000, ge=1)
+    heartbeat_interval_ms: int = Field(2000, ge=1)
+    # Also the JoinGroup rebalance timeout: how long the coordinator waits for incumbents to rejoin.
+    max_poll_interval_ms: int = Field(30000, ge=1)
+    assignor: Literal["range", "roundrobin"] = "range"
+    # The broker's group.initial.rebalance.delay.ms: not a client setting, recorded so results can be read.
+    initial_rebalance_delay_ms: int | None = Field(None, ge=0)
+
+
+class Load(_Model):
+    rate: float = Field(0.0, ge=0, description="messages per second over all topics; 0 = no producer")
+    keys: int = Field(0, ge=0, description="distinct keys, 0 = unkeyed")
+    message_size: int = Field(100, ge=1, le=1_000_000)
+
+
+class NetworkRule(_Model):
+    members: NetworkSelector = Selector("all")
+    target: Literal["zookeeper", "broker"]
+    delay_ms: int = Field(ge=0, le=60_000)
+    jitter_ms: int = Field(0, ge=0, le=60_000)
+
+
+class _Action(_Model):
+    at: float = Field(ge=0, description="seconds after t=0 (the settled initial group)")
+
+
+class _MemberAction(_Action):
+    member: MemberSelector = Selector("newest")
+    count: int | None = Field(None, ge=0)
+
+
+class Join(_Action):
+    action: Literal["join"]
+    count: int = Field(1, ge=0)
+    interval: float = Field(0.0, ge=0, description="seconds between two joiners; 0 = all at once")
+
+
+class Leave(_MemberAction):
+    action: Literal["leave"]
+
+
+class Kill(_MemberAction):
+    action: Literal["kill"]
+
+
+class Pause(_MemberAction):
+    action: Literal["pause"]
+    seconds: float = Field(gt=0)
+
+
+class Expire(_MemberAction):
+    action: Literal["expire"]
+
+
+class Restart(_MemberAction):
+    action: Literal["restart"]
+    delay: float = Field(0.0, ge=0, description="seconds between the stop and the start with the same id")
+    stop: Literal["leave", "kill"] = "leave"
+
+
+class AddPartitions(_Action):
+    action: Literal["add_partitions"]
+    topic: str
+    total: int = Field(ge=1, le=10000)
+
+
+class KillZkLeader(_Action):
+    action: Literal["kill_zk_leader"]
+
+
+class Delay(_Action):
+    action: Literal["delay"]
+    members: NetworkSelector = Selector("all")
+    target: Literal["zookeeper", "broker"]
+    delay_ms: int = Field(ge=0, le=60_000)
+    jitter_ms: int = Field(0, ge=0, le=60_000)
+
+
+ACTIONS: dict[str, type[_Action]] = {
+    "join": Join, "leave": Leave, "kill": Kill, "pause": Pause, "expire": Expire, "restart": Restart,
+    "add_partitions": AddPartitions, "kill_zk_leader": KillZkLeader, "delay": Delay,
+}
+MEMBER_ACTIONS = (Leave, Kill, Pause, Expire, Restart)
+ChurnAction = Annotated[
+    Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay,
+    Field(discriminator="action"),
+]
+
+# axis -> what one sweep value replaces in the scenario (shown by `lab list` and in errors).
+SWEEP_AXES: dict[str, str] = {
+    "members": "group.members",
+    "joiners": "count of every join action",
+    "streams": "group.streams",
+    "partitions": "partitions of every topic",
+    "delay_ms": "delay_ms of every [[network]] rule",
+    "jitter_ms": "jitter_ms of every [[network]] rule",
+    "rate": "load.rate",
+    "keys": "load.keys",
+    "message_size": "load.message_size",
+    "session_timeout_ms": "zk zookeeper.session.timeout.ms and coordinator.session_timeout_ms",
+    "heartbeat_interval_ms": "coordinator.heartbeat_interval_ms",
+    "rebalance_backoff_ms": "zk rebalance.backoff.ms",
+    "rebalance_max_retries": "zk rebalance.max.retries",
+}
+
+
+class Sweep(_Model):
+    axis: str
+    values: list[int] = Field(min_length=1)
+
+    @field_validator("axis")
+    @classmethod
+    def _known_axis(cls, axis: str) -> str:
+        if axis not in SWEEP_AXES:
+            raise ValueError(f"unknown sweep axis {axis!r}: use one of {', '.join(SWEEP_AXES)}")
+        return axis
+
+    @field_validator("values")
+    @classmethod
+    def _distinct(cls, values: list[int]) -> list[int]:
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(map(str, repeated))} listed more than once: list each value once")
+        return values
+
+
+class Scenario(_Model):
+    """One experiment, run on each of ``designs``; ``cases()`` expands the sweep and repeats into runs."""
+
+    name: Annotated[str, AfterValidator(_slug)]
+    description: str = Field(min_length=1)
+    designs: list[Literal["zk", "coordinator"]] = Field(default_factory=lambda: list(DESIGNS), min_length=1)
+    duration: float = Field(gt=0, le=3600, description="seconds observed after t=0")
+    repeats: int = Field(1, ge=1, le=100)
+    seed: int = Field(0, ge=0)
+    settle_timeout: float = Field(30.0, gt=0, le=600)
+    zk_servers: int = Field(1, ge=1, le=9)
+    group: Group
+    # Kafka 0.8 consumer properties (dotted keys), checked with ConsumerConfig by the rules.
+    zk: dict[str, Any] = Field(default_factory=dict)
+    coordinator: CoordinatorSettings = CoordinatorSettings()
+    load: Load = Load()
+    network: list[NetworkRule] = Field(default_factory=list)
+    churn: list[ChurnAction] = Field(default_factory=list)
+    sweep: Sweep | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flatten_zk(cls, data: Any) -> Any:
+        # An unquoted `zookeeper.session.timeout.ms = 6000` in [zk] is a nested table in TOML: undo that.
+        if isinstance(data, dict) and isinstance(data.get("zk"), dict):
+            data = {**data, "zk": flatten(data["zk"])}
+        return data
+
+    @property
+    def summary(self) -> str:
+        """The first line of the description."""
+        return self.description.strip().splitlines()[0].strip()
+
+    @property
+    def case_count(self) -> int:
+        return (len(self.sweep.values) if self.sweep else 1) * self.repeats
+
+    @property
+    def estimated_runs(self) -> int:
+        """Cases times designs: every case runs once on each design."""
+        return self.case_count * len(self.designs)
+
+    def cases(self) -> list[Case]:
+        """Every concrete run of this scenario (sweep values x repeats), in a stable order."""
+        from zkconsumer.lab.scenario import expand_cases
+
+        return expand_cases(self)
+
+    def zk_config(self, group_id: str, zookeeper_connect: str, consumer_id: str | None = None) -> ConsumerConfig:
+        """The ZooKeeper design's ``ConsumerConfig`` for one member of one run."""
+        props: dict[str, object] = {**self.zk, "group.id": group_id, "zookeeper.connect": zookeeper_connect}
+        if consumer_id is not None:
+            props["consumer.id"] = consumer_id
+        return ConsumerConfig.from_properties(props)
+
+
+def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+@dataclass(frozen=True)
+class Step:
+    """One churn action resolved for one case.
+
+    ``members`` are the concrete members acted on (the new indices for ``join``); it is empty for actions on
+    no member (``add_partitions``, ``kill_zk_leader``) and for a ``delay`` on ``all`` members, which also
+    covers members that join later.
+    """
+
+    index: int  # position in the scenario's churn list
+    at: float
+    action: Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay
+    members: tuple[int, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.action.action
+
+
+@dataclass(frozen=True)
+class Case:
+    """One concrete run: the scenario with its sweep value applied, one repeat, its own seed.
+
+    The same case (id and seed) is run on every design, so the designs are compared on identical schedules.
+    """
+
+    case_id: str
+    scenario: Scenario  # sweep value applied, sweep removed
+    repeat: int
+    seed: int
+    sweep_axis: str | None
+    sweep_value: int | None
+    steps: tuple[Step, ...]
+
+    @property
+    def designs(self) -> list[str]:
+        return list(self.scenario.designs)
+

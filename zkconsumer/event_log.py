@@ -1,29 +1,31 @@
-"""Member events as JSON lines in a file: how a member in another process reports to the lab or a test.
+"""JSON lines: how a member in another process reports to the lab or a test, and how the lab writes traces.
 
-One object per line (`MemberEvent.to_dict()`), written and flushed as each event happens, so a reader sees
-every event of a member that is killed with SIGKILL up to its last completed line.
+One object per line, written and flushed as each record happens, so a reader sees every record of a writer
+that is killed with SIGKILL up to its last complete line (a torn last line is skipped by `read_json_lines`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from rebalance.events import MemberEvent
 
 
-class EventFileWriter:
-    """A subscriber for `connector.add_event_listener`; thread-safe; `close()` when the member is done."""
+class JsonLinesWriter:
+    """Thread-safe appender of JSON objects; `extra` fields are added to every line. `close()` when done."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, extra: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
+        self.extra = dict(extra or {})
         self._lock = threading.Lock()
         self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # closed in close()
 
-    def __call__(self, event: MemberEvent) -> None:
-        line = json.dumps(event.to_dict(), separators=(",", ":"), default=str)
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps({**self.extra, **record}, separators=(",", ":"), default=str)
         with self._lock:
             if self._file is not None:
                 self._file.write(line + "\n")
@@ -36,12 +38,22 @@ class EventFileWriter:
                 self._file = None
 
 
+class EventFileWriter(JsonLinesWriter):
+    """A subscriber for `connector.add_event_listener` writing each `MemberEvent.to_dict()` as a line."""
+
+    def __call__(self, event: MemberEvent) -> None:
+        self.write(event.to_dict())
+
+
+def read_json_lines(path: Path | str) -> Iterator[dict[str, Any]]:
+    """Every complete line of a JSON-lines file; a torn last line from a killed writer is skipped."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
 def read_events(path: Path | str) -> list[dict[str, Any]]:
-    """Every complete line of an event file (a torn last line from a killed writer is skipped)."""
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+    return list(read_json_lines(path))

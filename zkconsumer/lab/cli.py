@@ -11,7 +11,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from zkconsumer.lab.scenario import Scenario, ScenarioError, load_scenario, shipped_names, shipped_scenario
+from zkconsumer.lab.scenario import (
+    Scenario,
+    ScenarioError,
+    find_scenario,
+    load_scenario,
+    shipped_names,
+    shipped_scenario,
+)
 
 
 @click.group("lab")
@@ -70,3 +77,31 @@ def lab_validate(ctx: click.Context, files: tuple[Path, ...]) -> None:
 def _echo_errors(exc: ScenarioError) -> None:
     for line in exc.lines:
         click.echo(f"error: {line}", err=True)
+
+
+@lab.command("run")
+@click.argument("scenario")
+@click.option("--design", type=click.Choice(["zk", "coordinator", "both"]), default="both", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="results directory: one run directory per case and design")
+@click.option("--members", "process_mode", type=click.Choice(["processes", "threads"]), default=None,
+              help="members as OS processes (default) or rebalance-only threads in this process (large N)")
+@click.option("--values", default=None, metavar="V1,V2,...", help="run only these sweep values")
+@click.option("--repeats", type=click.IntRange(1), default=None, help="run only the first N repeats")
+@click.option("--zookeeper", default=None, metavar="HOST:PORT[,...]", help="external ZooKeeper (default: embedded)")
+@click.option("--bootstrap", default=None, metavar="HOST:PORT",
+              help="external broker (default: embedded tansu); it must advertise --kafka-proxy-port")
+@click.option("--kafka-proxy-port", type=click.IntRange(0, 65535), default=0, show_default=True)
+def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None, values: str | None,
+            repeats: int | None, zookeeper: str | None, bootstrap: str | None, kafka_proxy_port: int) -> None:
+    """Run SCENARIO (a file or a shipped name) on both designs and print a summary per run."""
+    from zkconsumer.lab.session import LabSession, select_cases
+
+    found = find_scenario(scenario)
+    cases = select_cases(found, values, repeats)
+    designs = [d for d in found.designs if design in ("both", d)]
+    if not cases or not designs:
+        raise click.UsageError(f"nothing to run: {found.name} has designs {found.designs} and "
+                               f"{len(found.cases())} cases before --values/--repeats")
+    LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
+               bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port).run_cli()

@@ -1,0 +1,73 @@
+"""One join on the real ZooKeeper, counted by the proxy: the wire equals the formula of docs/join-cost.md
+(exactly, with conflicts accounted from the members' events) and equals the members' own counters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from zkconsumer.lab.join_cost import accounted_requests, join_notifications, join_requests
+from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.trace import read_traces
+
+PARTITIONS = 16
+SCENARIO = f"""
+name = "join-cost"
+description = "one join into N rebalance-only members"
+designs = ["zk"]
+duration = 1.0
+seed = 7
+settle_timeout = 30.0
+[group]
+members = 1
+process_mode = "threads"
+topics = [{{ name = "jc", partitions = {PARTITIONS} }}]
+[zk]
+"zookeeper.session.timeout.ms" = 6000
+"rebalance.backoff.ms" = 100
+"rebalance.max.retries" = 20
+"auto.commit.enable" = false
+[[churn]]
+at = 0.2
+action = "join"
+[sweep]
+axis = "members"
+values = [1, 2, 4, 8]
+"""
+
+
+@pytest.mark.slow
+def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path):
+    scenario = parse_scenario(SCENARIO, "inline")
+    summaries = LabSession(scenario, scenario.cases(), ["zk"], tmp_path).run()
+    assert [s.completed for s in summaries] == [True] * 4
+    closed_form_checked = 0
+    for summary in summaries:
+        records = sorted(read_traces(summary.path), key=lambda r: r["ts"])
+        settled = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "settled")
+        done = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done")
+        window = [r for r in records if settled <= r["ts"] <= done]
+        size = summary.members + 1
+        events = [r for r in window if r["type"] == "member_event"]
+        zk_wire = [r for r in window if r["type"] == "wire" and r["proto"] == "zk"]
+        requests = [r for r in zk_wire if r["kind"] == "request"]
+        notified = sum(r["kind"] == "event" for r in zk_wire)
+        assert notified == join_notifications(size)
+        assert len(requests) == accounted_requests(events, members_seen=size, joiners=1, notified=notified,
+                                                   chroot=True)
+        if not any(e["kind"] == "claim" and not e["ok"] for e in events):
+            # kazoo's own chroot check at start is one request of the joiner's that our counters cannot see
+            assert len(requests) == join_requests(size, PARTITIONS) + 2
+            closed_form_checked += 1
+
+        # Over the whole run: the wire equals the members' own counters, but for what kazoo sends by itself
+        # (the chroot check when a session starts, closeSession at the end).
+        wire_all = Counter(r["op"] for r in records if r["type"] == "wire" and r["proto"] == "zk"
+                           and r["kind"] == "request")
+        own = sum(v for r in records if r["type"] == "member_event" and r["kind"] == "op_counts"
+                  for k, v in r["counts"].items() if ":" not in k)
+        sessions = sum(1 for r in records if r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "connect")
+        assert sum(wire_all.values()) - wire_all["closeSession"] - sessions == own
+    assert closed_form_checked >= 1, "every join met a conflict: the closed form was never checked"

@@ -1,0 +1,107 @@
+"""What the lab's orchestrator needs from a design: the interface both runners implement, and the shared
+environment (servers, proxies, run directory) they run in.
+
+The orchestrator (`zkconsumer.lab.run`) owns the clock: it starts the environment, asks the driver to start
+the initial members, waits until `stable()`, applies the scenario's churn steps at their times, waits for
+stability after each, and stops everything. A driver owns its members (threads or OS processes) and reports
+what they do as trace records; it never decides timing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from zkconsumer.event_log import read_json_lines
+from zkconsumer.lab.scenario import Case
+from zkconsumer.lab.trace import RunDirectory, TraceWriter
+
+
+@dataclass
+class LabEnvironment:
+    """Everything a driver connects to. Members reach ZooKeeper and the broker only through the proxies."""
+
+    run: RunDirectory
+    case: Case
+    group: str
+    topics: dict[str, int]  # name -> partitions now (add_partitions updates it)
+    zookeeper_connect: Callable[[str], str]  # member name -> its own proxied connect string (with chroot)
+    bootstrap: str  # the Kafka proxy (the broker advertises it)
+    direct_zookeeper: str  # for observers that must not be counted (owner snapshots): not through the proxy
+    trace: TraceWriter  # the orchestrator's own trace file
+    log_level: str = "INFO"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class DesignDriver(Protocol):
+    design: str  # "zk" | "coordinator"
+
+    def start(self, env: LabEnvironment) -> None:
+        """Prepare (nothing may join yet)."""
+
+    def join(self, name: str) -> None:
+        """Start member `name` (a new member, or a restart with the same name: same consumer.id / client.id)."""
+
+    def leave(self, name: str) -> None:
+        """Graceful leave: the member closes its consumer and exits."""
+
+    def kill(self, name: str) -> None:
+        """kill -9 (processes only)."""
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP (processes only); `resume` sends SIGCONT."""
+
+    def resume(self, name: str) -> None: ...
+
+    def expire(self, name: str) -> None:
+        """A real server-side session expiry (ZooKeeper design only)."""
+
+    def live_members(self) -> list[str]:
+        """Members started and not stopped, killed or paused."""
+
+    def stable(self) -> bool:
+        """True when the group has settled on a complete, consistent assignment of every partition."""
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for the summary (rebalances, attempts, conflicts, failures, generations ...)."""
+
+    def stop(self) -> None:
+        """Stop every member (gracefully if possible) and free everything the driver started."""
+
+
+class TraceTail:
+    """Follows a JSON-lines file another process appends to: `poll()` returns the records added since the last
+    call (a torn last line is kept for the next call)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+        self._lock = threading.Lock()
+
+    def poll(self) -> list[dict[str, Any]]:
+        with self._lock:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    chunk = f.read()
+            except FileNotFoundError:
+                return []
+            self._offset += len(chunk)
+            data = self._partial + chunk
+            lines = data.split(b"\n")
+            self._partial = lines.pop()
+            records = []
+            for line in lines:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+            return records
+
+    def all(self) -> list[dict[str, Any]]:
+        return list(read_json_lines(self.path)) if self.path.exists() else []

@@ -1,0 +1,355 @@
+"""The lab's orchestrator: one case of a scenario on one design, from an empty group to a stopped one.
+
+Phases (each a `phase` trace record): `setup` (chroot, broker registration, topics), `initial` (the initial
+members start together), `settled` (t=0 of the scenario: the group is stable), `churn` (steps applied at
+their times, stability tracked after each), `done`. Every membership change is a `membership` record and the
+time the group takes to be stable again a `stable` record; the wire records of both proxies, owner snapshots
+and ZooKeeper `mntr` samples go to the run's own trace file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fetcher_manager.broker import Broker
+from zkconsumer.admin import create_topic
+from zkconsumer.embedded.registrar import register as register_broker
+from zkconsumer.lab.driver import DesignDriver, LabEnvironment
+from zkconsumer.lab.scenario import Case
+from zkconsumer.lab.servers import LabServers, SinkRouter
+from zkconsumer.lab.trace import RunDirectory
+from zkconsumer.lab.wire.mntr import MntrSampler
+from zkconsumer.lab.wire.tcp import host_port
+from zkconsumer.zookeeper import codecs, layout
+from zkconsumer.zookeeper.client import ZkClient
+
+log = logging.getLogger(__name__)
+_POLL_S = 0.05
+_OWNERS_EVERY_S = 0.5
+
+Progress = Callable[[str], None]
+
+
+class LabRunError(RuntimeError):
+    """A run could not complete (a member failed to start, the group never settled); names the log to read."""
+
+
+def member_name(index: int) -> str:
+    return f"m{index}"
+
+
+def make_driver(design: str, process_mode: str) -> DesignDriver:
+    if design == "zk":
+        from zkconsumer.lab.zk_driver import ZkDriver
+
+        return ZkDriver(process_mode)
+    from zkconsumer.lab.coordinator import CoordinatorDriver
+
+    return CoordinatorDriver(process_mode)
+
+
+class CaseRun:
+    """Runs `case` on `design` into `out_dir`; `run()` returns the run directory's path."""
+
+    def __init__(self, case: Case, design: str, servers: LabServers, out_dir: Path, *,
+                 process_mode: str | None = None, progress: Progress | None = None) -> None:
+        self.case = case
+        self.design = design
+        self.servers = servers
+        self.scenario = case.scenario
+        self.process_mode = process_mode or self.scenario.group.process_mode
+        self.progress = progress or (lambda _text: None)
+        self.run_id = f"{case.case_id}-{design}-{uuid.uuid4().hex[:6]}"
+        self.rundir = RunDirectory.create(out_dir / case.case_id / design, scenario=self.scenario.name,
+                                       case=case.case_id, design=design, seed=case.seed, repeat=case.repeat,
+                                       sweep={case.sweep_axis: case.sweep_value} if case.sweep_axis else {},
+                                       process_mode=self.process_mode, run_id=self.run_id,
+                                       scenario_definition=self.scenario.model_dump(mode="json"))
+        self.trace = self.rundir.trace("run", design)
+        self.group = f"lab-{self.scenario.name}"
+        self.chroot = f"/lab/{self.run_id}"
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pending_change: tuple[int, float] | None = None  # (membership change number, when)
+        self._changes = 0
+        self._next_member = 0
+
+    # --- the run ---------------------------------------------------------------------------------------
+
+    def run(self) -> Path:
+        zk_router = SinkRouter()
+        zk_proxies = self.servers.zookeeper_proxies(zk_router)
+        admin = ZkClient(self.servers.direct_zookeeper + self.chroot, session_timeout_ms=10000, log_id="lab-admin")
+        driver: DesignDriver | None = None
+        samplers: list[MntrSampler] = []
+        status, error = "failed", None
+        try:
+            zk_router.route(self.trace.sink("wire", proto="zk"))
+            self.servers.kafka_router.route(self.trace.sink("wire", proto="kafka"))
+            self._reset_kafka_links()
+            self._phase("setup")
+            with ZkClient(self.servers.direct_zookeeper, session_timeout_ms=10000, log_id="lab-setup") as root:
+                root.ensure_path(self.chroot)  # before anyone connects with it (kazoo warns about a missing chroot)
+            admin.start()
+            topics = self._setup(admin)
+            for i, host in enumerate(self.servers.zookeeper):
+                samplers.append(MntrSampler(*host_port(host), sink=self._mntr_sink(i), interval_s=1.0,
+                                            name=f"lab-mntr{i}").start())
+
+            def connect(name: str) -> str:
+                for proxy in zk_proxies:
+                    if not _has_port(proxy, name):
+                        proxy.add_link(name)
+                return ",".join(f"{proxy.host}:{proxy.port(name)}" for proxy in zk_proxies) + self.chroot
+
+            self.zk_proxies = zk_proxies
+            env = LabEnvironment(self.rundir, self.case, self.group, topics, connect,
+                                 self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper + self.chroot,
+                                 self.trace)
+            driver = make_driver(self.design, self.process_mode)
+            driver.start(env)
+            self._start_observers(driver)
+            self._phase("initial")
+            for _ in range(self.scenario.group.members):
+                self._join(driver, member_name(self._allocate()))
+            self._await_stable(driver, self.scenario.settle_timeout, "the initial group")
+            self._phase("settled")
+            self._churn(driver, admin, topics)
+            self._phase("done")
+            status = "completed"
+        except KeyboardInterrupt:
+            status, error = "interrupted", "interrupted (SIGINT)"
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._stop.set()
+            stats = self._shutdown(driver, samplers, zk_proxies, admin, zk_router)
+            self.rundir.finish(status, error, stats=stats)
+        return self.rundir.path
+
+    def _setup(self, admin: ZkClient) -> dict[str, int]:
+        broker_host, broker_port = host_port(self.servers.kafka_proxy.bootstrap)
+        register_broker(admin, Broker(111, broker_host, broker_port))
+        topics = {}
+        suffix = self.run_id.rsplit("-", 1)[1]
+        for topic in self.scenario.group.topics:
+            name = f"{topic.name}-{suffix}"
+            create_topic(admin, name, topic.partitions, self.servers.broker)
+            topics[name] = topic.partitions
+        self._topic_names = {t.name: name for t, name in zip(self.scenario.group.topics, topics, strict=True)}
+        return topics
+
+    # --- churn -----------------------------------------------------------------------------------------
+
+    def _churn(self, driver: DesignDriver, admin: ZkClient, topics: dict[str, int]) -> None:
+        self._phase("churn")
+        t0 = time.monotonic()
+        resumes: list[tuple[float, str]] = []
+        steps = list(self.case.steps)
+        while not self._stop.is_set():
+            now = time.monotonic() - t0
+            while steps and steps[0].at <= now:
+                step = steps.pop(0)
+                self.progress(f"t={step.at:.1f}s {step.kind}")
+                resumes += self._apply(step, driver, admin, topics, t0)
+            for due, name in [r for r in resumes if r[0] <= now]:
+                resumes.remove((due, name))
+                driver.resume(name)
+                self._membership("resume", [name], -1)
+            self._track_stability(driver)
+            if now >= self.scenario.duration and not steps and not resumes:
+                break
+            time.sleep(_POLL_S)
+        if self._pending_change is not None:  # give the last change its settle time
+            self._await_stable(driver, self.scenario.settle_timeout, "the group after the last change",
+                               fail=False)
+
+    def _apply(self, step, driver: DesignDriver, admin: ZkClient, topics: dict[str, int],
+               t0: float) -> list[tuple[float, str]]:
+        action = step.action
+        names = [member_name(i) for i in step.members]
+        resumes: list[tuple[float, str]] = []
+        if step.kind == "join":
+            for i, index in enumerate(step.members):
+                if i and action.interval:
+                    time.sleep(action.interval)
+                self._allocate(index)
+                self._join(driver, member_name(index))
+                self._membership("join", [member_name(index)], step.index)
+            return resumes
+        if step.kind == "add_partitions":
+            topic = self._topic_names[action.topic]
+            self._add_partitions(admin, topic, action.total, topics)
+            self._membership("add_partitions", [], step.index, topic=topic, total=action.total)
+            return resumes
+        if step.kind == "kill_zk_leader":
+            ensemble = self.servers.ensemble
+            leader = ensemble.leader() if ensemble is not None else None
+            if leader is None:
+                raise LabRunError("kill_zk_leader needs the embedded 3-server ensemble (zk_servers = 3)")
+            from zkconsumer.embedded.process import kill_process
+
+            kill_process(leader.process)
+            self._membership("kill_zk_leader", [], step.index, server=leader.node_id)
+            return resumes
+        if step.kind == "delay":
+            for name in names or driver.live_members():
+                self._delay(name, action.target, action.delay_ms, action.jitter_ms)
+            self._membership("delay", names, step.index, target=action.target, delay_ms=action.delay_ms)
+            return resumes
+        for name in names:
+            if step.kind == "leave":
+                driver.leave(name)
+            elif step.kind == "kill":
+                driver.kill(name)
+            elif step.kind == "pause":
+                driver.pause(name)
+                resumes.append((time.monotonic() - t0 + action.seconds, name))
+            elif step.kind == "expire":
+                driver.expire(name)
+            elif step.kind == "restart":
+                (driver.kill if action.stop == "kill" else driver.leave)(name)
+                self._membership(action.stop, [name], step.index)
+                if action.delay:
+                    time.sleep(action.delay)
+                self._join(driver, name)
+                self._membership("join", [name], step.index, restart=True)
+                continue
+            self._membership(step.kind, [name], step.index)
+        return resumes
+
+    def _add_partitions(self, admin: ZkClient, topic: str, total: int, topics: dict[str, int]) -> None:
+        """The ZooKeeper side of `kafka-topics --alter --partitions`: the consumers' topic watch fires. tansu
+        cannot add partitions (no CreatePartitions), so on the coordinator design nothing changes there."""
+        topics[topic] = total
+        admin.set(layout.topic_path(topic), codecs.encode_topic({p: [111] for p in range(total)}))
+
+    # --- stability, observation ------------------------------------------------------------------------
+
+    def _membership(self, action: str, members: list[str], step: int, **extra: Any) -> None:
+        self.trace.write("membership", action=action, members=members, step=step, **extra)
+        if action in ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause"):
+            self._changes += max(1, len(members))
+            self._pending_change = (self._changes, time.monotonic())
+
+    def _track_stability(self, driver: DesignDriver) -> None:
+        if self._pending_change is not None and driver.stable():
+            change, since = self._pending_change
+            self.trace.write("stable", generation_or_rebalance=change, duration_s=time.monotonic() - since)
+            self._pending_change = None
+
+    def _await_stable(self, driver: DesignDriver, timeout: float, what: str, fail: bool = True) -> bool:
+        began = time.monotonic()
+        deadline = began + timeout
+        while not self._stop.is_set():
+            if driver.stable():
+                if self._pending_change is not None:
+                    self._track_stability(driver)
+                return True
+            if time.monotonic() > deadline:
+                if fail:
+                    raise LabRunError(f"{what} did not become stable within {timeout:.0f} s on the {self.design} "
+                                      f"design: see the member logs in {self.rundir.path / 'logs'}")
+                return False
+            time.sleep(_POLL_S)
+        return False
+
+    def _start_observers(self, driver: DesignDriver) -> None:
+        owners = getattr(driver, "owners", None)
+        if owners is None:
+            return
+
+        def snapshot() -> None:
+            while not self._stop.wait(_OWNERS_EVERY_S):
+                try:
+                    self.trace.write("owners", owners=owners())
+                except Exception as exc:  # an observer must never stop the run
+                    log.debug("owner snapshot failed: %s", exc)
+
+        thread = threading.Thread(target=snapshot, name=f"lab-owners-{self.run_id}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _mntr_sink(self, server: int) -> Callable[[dict[str, Any]], None]:
+        def write(sample: dict[str, Any]) -> None:
+            self.trace.write("mntr", ts=sample.get("ts"), server=server, sample=sample)
+
+        return write
+
+    # --- network ---------------------------------------------------------------------------------------
+
+    def _apply_network(self, name: str) -> None:
+        index = int(name[1:])
+        for rule in self.scenario.network:
+            selector = rule.members
+            if selector.kind == "all" or index in selector.indices:
+                self._delay(name, rule.target, rule.delay_ms, rule.jitter_ms)
+
+    def _delay(self, name: str, target: str, delay_ms: int, jitter_ms: int) -> None:
+        if target == "zookeeper":
+            for proxy in self.zk_proxies:
+                proxy.delay(name, delay_ms, jitter_ms)
+        else:
+            self.servers.kafka_proxy.delay(name, delay_ms, jitter_ms)
+
+    def _reset_kafka_links(self) -> None:
+        for link in self.servers.kafka_proxy.links.values():
+            link.restore()
+            link.delay(0, 0)
+
+    # --- helpers ---------------------------------------------------------------------------------------
+
+    def _join(self, driver: DesignDriver, name: str) -> None:
+        self._apply_network(name)  # before it connects: a far member is far from its first packet
+        driver.join(name)
+
+    def _allocate(self, index: int | None = None) -> int:
+        if index is None:
+            index = self._next_member
+        self._next_member = max(self._next_member, index + 1)
+        return index
+
+    def _phase(self, phase: str) -> None:
+        self.progress(phase)
+        self.trace.write("phase", phase=phase)
+
+    def _shutdown(self, driver: DesignDriver | None, samplers: list[MntrSampler], zk_proxies: list,
+                  admin: ZkClient, zk_router: SinkRouter) -> dict[str, Any]:
+        stats: dict[str, Any] = {}
+        if driver is not None:
+            try:
+                stats = driver.stats()
+            except Exception:
+                log.exception("driver stats failed")
+            driver.stop()
+        for sampler in samplers:
+            sampler.stop()
+        for thread in self._threads:
+            thread.join(5)
+        for proxy in zk_proxies:
+            proxy.stop()
+        zk_router.route(None)
+        self.servers.kafka_router.route(None)
+        admin.close()
+        self.trace.close()
+        return stats
+
+
+def _has_port(proxy: Any, name: str) -> bool:
+    try:
+        proxy.port(name)
+        return True
+    except KeyError:
+        return False
+
+
+def run_case(case: Case, design: str, servers: LabServers, out_dir: Path, **kwargs: Any) -> Path:
+    return CaseRun(case, design, servers, out_dir, **kwargs).run()

@@ -1,0 +1,101 @@
+"""`zkconsumer lab run`: servers up once, every selected case on every selected design, a progress bar, the
+summary table, and everything stopped at the end, on failure, and on Ctrl-C (the interrupted run's
+directory is marked incomplete in its manifest)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+from zkconsumer.lab.run import CaseRun, LabRunError
+from zkconsumer.lab.scenario import Case, Scenario
+from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.summary import RunSummary, render, summarize
+
+log = logging.getLogger(__name__)
+
+
+def select_cases(scenario: Scenario, values: str | None, repeats: int | None) -> list[Case]:
+    """The scenario's cases, narrowed to some sweep values and the first `repeats` repeats."""
+    cases = scenario.cases()
+    if values:
+        try:
+            wanted = {int(v) for v in values.split(",") if v.strip()}
+        except ValueError:
+            raise ValueError(f"--values {values!r}: give sweep values as integers, e.g. 1,2,4") from None
+        known = {c.sweep_value for c in cases}
+        unknown = wanted - known
+        if unknown:
+            raise ValueError(f"--values: {sorted(unknown)} not in the sweep of {scenario.name} "
+                             f"({scenario.sweep.axis if scenario.sweep else 'no sweep'}: {sorted(known, key=str)})")
+        cases = [c for c in cases if c.sweep_value in wanted]
+    if repeats is not None:
+        cases = [c for c in cases if c.repeat < repeats]
+    return cases
+
+
+class LabSession:
+    def __init__(self, scenario: Scenario, cases: list[Case], designs: list[str], out_dir: Path, *,
+                 process_mode: str | None = None, zookeeper: str | None = None, bootstrap: str | None = None,
+                 kafka_proxy_port: int = 0) -> None:
+        self.scenario = scenario
+        self.cases = cases
+        self.designs = designs
+        self.out_dir = out_dir
+        self.process_mode = process_mode
+        self.zookeeper = zookeeper
+        self.bootstrap = bootstrap
+        self.kafka_proxy_port = kafka_proxy_port
+
+    def run(self, progress=None) -> list[RunSummary]:
+        """Every case on every design, in order; returns their summaries. Servers live for the session."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        summaries = []
+        with tempfile.TemporaryDirectory(prefix="zkconsumer-lab-") as tmp:
+            servers = LabServers.start(Path(tmp), self.scenario.zk_servers, self.zookeeper, self.bootstrap,
+                                       self.kafka_proxy_port)
+            try:
+                for case in self.cases:
+                    for design in self.designs:
+                        def report(text: str, case=case, design=design) -> None:
+                            if progress is not None:
+                                progress(f"{case.case_id} {design}: {text}")
+
+                        path = CaseRun(case, design, servers, self.out_dir, process_mode=self.process_mode,
+                                       progress=report).run()
+                        summaries.append(summarize(path))
+                        if progress is not None:
+                            progress(None)
+            finally:
+                servers.stop()
+        return summaries
+
+    def run_cli(self) -> None:
+        """`run` with a rich progress bar and the summary table; Ctrl-C stops everything and exits 130."""
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        total = len(self.cases) * len(self.designs)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        try:
+            with Progress(*columns, console=console, transient=False) as bar:
+                task = bar.add_task(f"{self.scenario.name}", total=total)
+
+                def progress(text: str | None) -> None:
+                    if text is None:
+                        bar.advance(task)
+                    else:
+                        bar.update(task, description=text[:80])
+
+                summaries = self.run(progress)
+        except KeyboardInterrupt:
+            console.print(f"interrupted: every process stopped; the current run is marked incomplete in {self.out_dir}")
+            sys.exit(130)
+        except LabRunError as exc:
+            console.print(f"error: {exc}")
+            sys.exit(1)
+        Console(width=200).print(render(summaries))
+        print(f"results: {self.out_dir}")

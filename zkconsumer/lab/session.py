@@ -5,12 +5,14 @@ directory is marked incomplete in its manifest)."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 from zkconsumer.lab.run import CaseRun, LabRunError
 from zkconsumer.lab.scenario import Case, Scenario
+from zkconsumer.lab.scenario_model import Sweep
 from zkconsumer.lab.servers import LabServers
 from zkconsumer.lab.summary import RunSummary, render, summarize
 
@@ -18,19 +20,18 @@ log = logging.getLogger(__name__)
 
 
 def select_cases(scenario: Scenario, values: str | None, repeats: int | None) -> list[Case]:
-    """The scenario's cases, narrowed to some sweep values and the first `repeats` repeats."""
-    cases = scenario.cases()
+    """The scenario's cases, with its sweep narrowed or extended to `values` (e.g. "128,256" on the herd's
+    members axis) and only the first `repeats` repeats. Every case is validated like the file's own."""
     if values:
+        if scenario.sweep is None:
+            raise ValueError(f"--values: scenario {scenario.name} has no sweep; run it without --values")
         try:
-            wanted = {int(v) for v in values.split(",") if v.strip()}
+            wanted = [int(v) for v in values.split(",") if v.strip()]
         except ValueError:
             raise ValueError(f"--values {values!r}: give sweep values as integers, e.g. 1,2,4") from None
-        known = {c.sweep_value for c in cases}
-        unknown = wanted - known
-        if unknown:
-            raise ValueError(f"--values: {sorted(unknown)} not in the sweep of {scenario.name} "
-                             f"({scenario.sweep.axis if scenario.sweep else 'no sweep'}: {sorted(known, key=str)})")
-        cases = [c for c in cases if c.sweep_value in wanted]
+        sweep = Sweep(axis=scenario.sweep.axis, values=list(dict.fromkeys(wanted)))
+        scenario = scenario.model_copy(update={"sweep": sweep})
+    cases = scenario.cases()
     if repeats is not None:
         cases = [c for c in cases if c.repeat < repeats]
     return cases
@@ -53,7 +54,8 @@ class LabSession:
         """Every case on every design, in order; returns their summaries. Servers live for the session."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         summaries = []
-        with tempfile.TemporaryDirectory(prefix="zkconsumer-lab-") as tmp:
+        # Server data under the results directory: whatever the run starts is findable by that path.
+        with tempfile.TemporaryDirectory(prefix=".servers-", dir=self.out_dir) as tmp:
             servers = LabServers.start(Path(tmp), self.scenario.zk_servers, self.zookeeper, self.bootstrap,
                                        self.kafka_proxy_port)
             try:
@@ -78,6 +80,12 @@ class LabSession:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console(stderr=True)
+
+        def interrupt(_signum: int, _frame: object) -> None:
+            raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C: nothing may outlive the run
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, interrupt)
         total = len(self.cases) * len(self.designs)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:

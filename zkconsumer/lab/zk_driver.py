@@ -28,13 +28,14 @@ from zkconsumer.zookeeper.group import read_group_snapshot
 
 log = logging.getLogger(__name__)
 _STOP_S = 10.0
+PYTHON = sys.executable  # the interpreter member processes run on (a test may point it at a failing program)
 
 
 class _ProcessMember:
     def __init__(self, settings: ZkMemberSettings, log_path: Path) -> None:
         self.settings = settings
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
+        self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
                                      stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def signal(self, sig: int) -> None:
@@ -164,6 +165,18 @@ class ZkDriver:
             self._observer = None
 
     # --- observation ---------------------------------------------------------------------------------
+
+    def failed(self) -> dict[str, str]:
+        """Members that ended on their own (crashed at start, exited with an error), with where to look."""
+        found = {}
+        with self._lock:
+            members = dict(self._members)
+        for name, member in members.items():
+            if isinstance(member, _ProcessMember) and member.proc.poll() is not None:
+                found[name] = f"exited with code {member.proc.returncode}: see {member.log_file.name}"
+            elif isinstance(member, _ThreadMember) and member.error is not None:
+                found[name] = f"failed to start: {member.error}"
+        return found
 
     def live_members(self) -> list[str]:
         with self._lock:

@@ -1,0 +1,145 @@
+"""`zkconsumer lab run` end to end on the real servers: a short scenario on each design, Ctrl-C, a member that
+fails to start, an invalid scenario; and nothing (process or listening port) left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import wait_for
+
+from zkconsumer.cli import main as cli_main
+from zkconsumer.lab.run import LabRunError
+from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.trace import RunDirectory, read_traces
+
+pytestmark = pytest.mark.slow
+
+SHORT = """
+name = "short"
+description = "two members, one joins, the newest leaves"
+designs = {designs}
+duration = 3.0
+seed = 3
+settle_timeout = 40.0
+[group]
+members = 2
+topics = [{{ name = "short", partitions = 4 }}]
+[zk]
+"zookeeper.session.timeout.ms" = 4000
+"rebalance.backoff.ms" = 200
+[coordinator]
+session_timeout_ms = 2000
+heartbeat_interval_ms = 500
+[[churn]]
+at = 0.3
+action = "join"
+[[churn]]
+at = 1.5
+action = "leave"
+member = "newest"
+"""
+
+
+def our_processes(marker: str) -> list[str]:
+    """Command lines of live processes that mention `marker` (a run's temporary or output directory)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def port_closed(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_short_scenario_on_the_zookeeper_design(tmp_path):
+    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
+    session = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out")
+    [summary] = session.run()
+    manifest = RunDirectory.load(summary.path)
+    assert manifest["completed"] and manifest["status"] == "completed" and manifest["design"] == "zk"
+    assert manifest["versions"]["kazoo"] and manifest["versions"]["zookeeper"]
+    records = list(read_traces(summary.path))
+    types = {r["type"] for r in records}
+    assert {"phase", "membership", "stable", "member_event", "wire", "owners", "mntr"} <= types
+    assert summary.changes == 2 and len(summary.stable_s) >= 1
+    assert summary.zk_requests > 0 and summary.zk_notifications >= 2
+    assert summary.rebalances >= 3  # the join rebalances all three, the leave the remaining two
+    ports = [r["link"] for r in records if r["type"] == "wire" and r["proto"] == "zk"]
+    assert {"m0", "m1", "m2"} <= set(ports)
+    assert our_processes(str(tmp_path)) == []
+    assert all(port_closed(p) for p in manifest["ports"]["zookeeper_proxy_links"].values())
+    # the same run read back by the summary equals what run() returned
+    assert summarize(summary.path).zk_requests == summary.zk_requests
+
+
+def test_a_member_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypatch):
+    from zkconsumer.lab import zk_driver
+
+    monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
+    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
+    with pytest.raises(LabRunError, match=r"member m\d exited with code 1: see .*m\d\.log"):
+        LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out").run()
+    [manifest] = list((tmp_path / "out").glob("**/manifest.json"))
+    data = json.loads(manifest.read_text())
+    assert data["completed"] is False and data["status"] == "failed" and "exited with code 1" in data["error"]
+
+
+def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
+    scenario_file = tmp_path / "long.toml"
+    scenario_file.write_text(SHORT.format(designs='["zk"]').replace("duration = 3.0", "duration = 120.0"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "zkconsumer", "lab", "run", str(scenario_file), "--out", str(out)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        trace = out / "short-r0" / "zk" / "traces" / "run.jsonl"
+        wait_for(lambda: trace.exists() and '"phase":"churn"' in trace.read_text(), timeout=60,
+                 message="the run reached its churn phase")
+        os.kill(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert b"interrupted" in output
+    manifest = RunDirectory.load(out / "short-r0" / "zk")
+    assert manifest["completed"] is False and manifest["status"] == "interrupted"
+    deadline = time.monotonic() + 10
+    while our_processes(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert our_processes(str(out)) == []  # members, and the embedded ZooKeeper and tansu (data under out/)
+    ports = manifest["ports"]
+    listened = [ports["kafka_proxy"], ports["broker"], *ports["zookeeper"], *ports["zookeeper_proxy_links"].values()]
+    assert len(listened) >= 5  # proxy, broker, ZooKeeper, and the links of the two initial members
+    assert [p for p in listened if not port_closed(p)] == []
+
+
+def test_an_invalid_scenario_names_the_field(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SHORT.format(designs='["zk"]').replace("members = 2", "members = -1"))
+    result = CliRunner().invoke(cli_main, ["lab", "run", str(bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "group.members" in result.output and str(bad) in result.output
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,337 @@
+"""One coordinator-design lab member: a kafka-python `KafkaConsumer` in the run's group, reporting what the
+broker's group coordinator hands it as trace records.
+
+In a thread (`CoordinatorMember.start()` in the orchestrator's process) or as an OS process
+(`python -m zkconsumer.lab.coordinator_member SETTINGS_JSON`, or `-` to read the JSON from stdin's first
+line), which SIGTERM, SIGINT, a `stop` line on stdin or the end of stdin stop gracefully (LeaveGroup), SIGKILL
+kills and SIGSTOP pauses. The member writes its own trace file: `generation` records (assigned / revoked /
+lost, from its rebalance listener), an `assignment` record after each assignment, and what it consumed as
+`consume` batches.
+
+kafka-python 3.0.12 loses a JoinGroup/SyncGroup that completes while no `poll()` is waiting for it (the next
+poll sends a new JoinGroup, which costs the whole group another rebalance), so the member never polls with a
+short timeout: it long-polls, and a stop request closes the consumer from a second thread, which ends the
+poll. A stop that arrives mid-rebalance waits (bounded) for that rebalance to finish first, because a close
+during a pending JoinGroup makes the client send a new JoinGroup after its LeaveGroup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.structs import MemberState
+
+from zkconsumer.lab.trace import RunDirectory, TraceWriter
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 0.2  # consume batches are written at least this often
+CLOSE_TIMEOUT_MS = 5000  # KafkaConsumer.close: auto-commit and LeaveGroup budget
+ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+
+
+@dataclass(frozen=True)
+class CoordinatorMemberSettings:
+    name: str  # also the client_id: the Kafka proxy's link, and the prefix of the coordinator's member id
+    group: str
+    topics: list[str]
+    bootstrap: str  # the Kafka proxy
+    run_path: str  # the run directory; the trace goes to traces/<name>.jsonl
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 2000
+    max_poll_interval_ms: int = 30000
+    assignor: str = "range"
+    incarnation: int = 1  # 1 for the first start of this name, 2 for its first restart, ...
+    log_level: str = "INFO"
+    extra: dict[str, Any] = field(default_factory=dict)  # more KafkaConsumer keyword arguments
+
+    def __post_init__(self) -> None:
+        if self.assignor not in ASSIGNORS:
+            raise ValueError(f"assignor must be one of {', '.join(ASSIGNORS)}, not {self.assignor!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> CoordinatorMemberSettings:
+        return cls(**json.loads(text))
+
+    def consumer_config(self) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.bootstrap, "client_id": self.name, "group_id": self.group,
+            "session_timeout_ms": self.session_timeout_ms, "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "max_poll_interval_ms": self.max_poll_interval_ms,
+            "partition_assignment_strategy": [ASSIGNORS[self.assignor]],
+            "auto_offset_reset": "earliest", "enable_auto_commit": True, **self.extra,
+        }
+
+    @property
+    def poll_timeout_ms(self) -> int:
+        # Longer than any join can take (the JoinGroup request timeout is max_poll_interval_ms + 5 s), so a join
+        # that a poll starts always completes inside that poll; a stop ends the poll by closing the consumer.
+        return self.max_poll_interval_ms + 10_000
+
+    @property
+    def settle_bound_s(self) -> float:
+        """How long a stop waits for a rebalance in progress before closing anyway."""
+        return min(self.max_poll_interval_ms, self.session_timeout_ms + 3000) / 1000
+
+
+def assignment_generation(consumer: KafkaConsumer) -> int:
+    """The group generation id of the assignment a rebalance listener is being told about.
+
+    kafka-python 3.0.12 calls `on_partitions_assigned` from `ConsumerCoordinator._on_join_complete_async`, in
+    the same IO-loop step that stored the JoinGroup response's generation and without an await in between, so
+    the public `group_metadata()` snapshot is that assignment's generation (the one `GroupCoordinator.doSyncGroup`
+    answered for). In `on_partitions_revoked` it is still the generation being left; after a forced eviction
+    (`on_partitions_lost`) it has been reset to -1.
+    """
+    return consumer.group_metadata().generation_id
+
+
+def partition_names(partitions: Any) -> list[str]:
+    return sorted(f"{tp.topic}/{tp.partition}" for tp in partitions)
+
+
+class _Batches:
+    """Per partition, the offsets handed out since the last flush (one `consume` record each run of offsets)."""
+
+    def __init__(self, trace: TraceWriter, member: str) -> None:
+        self.trace = trace
+        self.member = member
+        self.generation = -1
+        self._lock = threading.Lock()
+        self._open: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [first, last, count]
+
+    def add(self, topic: str, partition: int, first: int, last: int, count: int) -> None:
+        with self._lock:
+            batch = self._open.get((topic, partition))
+            if batch is not None and first == batch[1] + 1:
+                batch[1], batch[2] = last, batch[2] + count
+                return
+            if batch is not None:
+                self._write(topic, partition, batch)
+            self._open[(topic, partition)] = [first, last, count]
+
+    def flush(self) -> None:
+        with self._lock:
+            for (topic, partition), batch in self._open.items():
+                self._write(topic, partition, batch)
+            self._open.clear()
+
+    def _write(self, topic: str, partition: int, batch: list[int]) -> None:
+        self.trace.write("consume", member=self.member, topic=topic, partition=partition, first_offset=batch[0],
+                         last_offset=batch[1], count=batch[2], generation=self.generation)
+
+
+class _Listener(ConsumerRebalanceListener):
+    """Runs on the consumer's IO thread (the one that heartbeats): it only writes trace lines."""
+
+    def __init__(self, member: CoordinatorMember) -> None:
+        self.member = member
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.member._revoked("revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.member._assigned(assigned)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.member._revoked("lost", lost)
+
+
+class CoordinatorMember:
+    """A consumer plus two threads: `-poll` (the long poll) and `-aux` (flushes batches, performs the stop)."""
+
+    def __init__(self, settings: CoordinatorMemberSettings, trace: TraceWriter) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.trace = trace
+        self.error: BaseException | None = None
+        self.generation = -1  # of the latest assignment
+        self.partitions: list[str] = []
+        self._batches = _Batches(trace, settings.name)
+        self._stop = threading.Event()
+        self._polling_done = threading.Event()
+        self._lock = threading.Lock()
+        self._consumer: KafkaConsumer | None = None
+        self._closing = False
+        self._threads = [threading.Thread(target=self._poll_loop, name=f"lab-{self.name}-poll", daemon=True),
+                         threading.Thread(target=self._aux_loop, name=f"lab-{self.name}-aux", daemon=True)]
+
+    # --- control (any thread) --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def request_stop(self) -> None:
+        """Ask for a graceful leave; returns at once (`join` waits for it)."""
+        self._stop.set()
+
+    def join(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        return not self.alive
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        self.request_stop()
+        return self.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+    # --- the two threads ---------------------------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        try:
+            consumer = KafkaConsumer(**self.settings.consumer_config())
+            with self._lock:
+                if self._closing:  # stopped while connecting
+                    consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
+                    return
+                self._consumer = consumer
+            consumer.subscribe(topics=list(self.settings.topics), listener=_Listener(self))
+            log.info("lab member %s: subscribed to %s in group %s", self.name, self.settings.topics,
+                     self.settings.group)
+            while not self._stop.is_set():
+                try:
+                    batches = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
+                except Exception as exc:
+                    if self._stop.is_set():  # the close on the aux thread ended this poll
+                        break
+                    log.warning("lab member %s: poll failed (%s: %s); polling again", self.name,
+                                type(exc).__name__, exc)
+                    self._stop.wait(1.0)
+                    continue
+                for tp, records in batches.items():
+                    if records:
+                        self._batches.add(tp.topic, tp.partition, records[0].offset, records[-1].offset,
+                                          len(records))
+        except BaseException as exc:
+            self.error = exc
+            log.exception("lab member %s: failed", self.name)
+        finally:
+            self._polling_done.set()
+            self._stop.set()
+
+    def _aux_loop(self) -> None:
+        try:
+            while not self._stop.wait(FLUSH_S):
+                self._batches.flush()
+            self._await_settled()
+            self._close()
+            self._polling_done.wait(CLOSE_TIMEOUT_MS / 1000 + 5)
+        except BaseException as exc:
+            self.error = self.error or exc
+            log.exception("lab member %s: stop failed", self.name)
+        finally:
+            self._batches.flush()
+            log.info("lab member %s: stopped", self.name)
+
+    def _await_settled(self) -> None:
+        """Wait until no rebalance is in flight (or the poll loop ended, or the bound passed)."""
+        deadline = time.monotonic() + self.settings.settle_bound_s
+        waited = False
+        while not self._polling_done.is_set() and time.monotonic() < deadline:
+            consumer = self._consumer
+            if consumer is None or consumer.group_metadata().state == MemberState.STABLE:
+                break
+            waited = True
+            time.sleep(0.02)
+        if waited:
+            log.info("lab member %s: leaving after the rebalance in progress", self.name)
+
+    def _close(self) -> None:
+        with self._lock:
+            self._closing = True
+            consumer = self._consumer
+        if consumer is not None:
+            log.info("lab member %s: closing (LeaveGroup)", self.name)
+            consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
+
+    # --- rebalance listener (the consumer's IO thread) -----------------------------------------------------
+
+    def _assigned(self, assigned: Any) -> None:
+        consumer = self._consumer
+        generation = assignment_generation(consumer) if consumer is not None else -1
+        partitions = partition_names(assigned)
+        self.generation, self.partitions = generation, partitions
+        self._batches.generation = generation
+        member_id = consumer.group_metadata().member_id if consumer is not None else None
+        self.trace.write("generation", member=self.name, generation=generation, kind="assigned",
+                         partitions=partitions, member_id=member_id)
+        self.trace.write("assignment", member=self.name, partitions=partitions, generation=generation)
+        log.info("lab member %s: generation %s assigned %s", self.name, generation, partitions)
+
+    def _revoked(self, kind: str, partitions: Any) -> None:
+        self._batches.flush()  # what was consumed under the old assignment goes before its end
+        consumer = self._consumer
+        now = assignment_generation(consumer) if consumer is not None else -1
+        # After an eviction the client has already reset its generation: report the one that was lost.
+        generation = now if now >= 0 else self.generation
+        self.trace.write("generation", member=self.name, generation=generation, kind=kind,
+                         partitions=partition_names(partitions))
+        log.info("lab member %s: generation %s %s %s", self.name, generation, kind, partition_names(partitions))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Process entry point: settings as one JSON argument (or `-`: the first line of stdin)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m zkconsumer.lab.coordinator_member SETTINGS_JSON|-\n")
+        return 2
+    settings = CoordinatorMemberSettings.from_json(sys.stdin.readline() if args[0] == "-" else args[0])
+    logging.basicConfig(level=settings.log_level,
+                        format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
+    threading.Thread(target=_watch_stdin, args=(stop,), name="lab-stdin", daemon=True).start()
+    trace = RunDirectory(Path(settings.run_path)).trace(settings.name, "coordinator", pid=os.getpid(),
+                                                        incarnation=settings.incarnation)
+    member = CoordinatorMember(settings, trace)
+    member.start()
+    try:
+        while not stop.wait(0.2) and member.alive:
+            pass
+    finally:
+        member.stop(timeout=settings.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 5)
+        trace.close()
+    return 1 if member.error is not None else 0
+
+
+def _watch_stdin(stop: threading.Event) -> None:
+    try:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+    except (OSError, ValueError):
+        pass
+    stop.set()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

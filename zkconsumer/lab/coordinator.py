@@ -256,9 +256,9 @@ class CoordinatorDriver:
         """The generation the live members agree on now (None when they do not, or there are none)."""
         with self._lock:
             self._refresh()
-            generations = {self._views[n].current[0] for n in self.live_members()  # type: ignore[index]
-                           if n in self._views and self._views[n].current is not None}
-        return generations.pop() if len(generations) == 1 else None
+            states = [self._views[n].current if n in self._views else None for n in self.live_members()]
+        generations = {state[0] for state in states if state is not None}
+        return generations.pop() if len(generations) == 1 and None not in states else None
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -126,6 +126,14 @@ class _Batches:
                 self._write(topic, partition, batch)
             self._open[(topic, partition)] = [first, last, count]
 
+    def add_offsets(self, topic: str, partition: int, offsets: list[int]) -> None:
+        """Offsets in the order handed out; a gap (compaction, transaction markers) starts a new run."""
+        start = 0
+        for i in range(1, len(offsets) + 1):
+            if i == len(offsets) or offsets[i] != offsets[i - 1] + 1:
+                self.add(topic, partition, offsets[start], offsets[i - 1], i - start)
+                start = i
+
     def flush(self) -> None:
         with self._lock:
             for (topic, partition), batch in self._open.items():
@@ -225,9 +233,7 @@ class CoordinatorMember:
                     self._stop.wait(1.0)
                     continue
                 for tp, records in batches.items():
-                    if records:
-                        self._batches.add(tp.topic, tp.partition, records[0].offset, records[-1].offset,
-                                          len(records))
+                    self._batches.add_offsets(tp.topic, tp.partition, [record.offset for record in records])
         except BaseException as exc:
             self.error = exc
             log.exception("lab member %s: failed", self.name)
@@ -286,6 +292,8 @@ class CoordinatorMember:
 
     def _revoked(self, kind: str, partitions: Any) -> None:
         self._batches.flush()  # what was consumed under the old assignment goes before its end
+        if not partitions and self.generation < 0:
+            return  # kafka-python "revokes" nothing before the first join: not an event of the group
         consumer = self._consumer
         now = assignment_generation(consumer) if consumer is not None else -1
         # After an eviction the client has already reset its generation: report the one that was lost.
@@ -302,9 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m zkconsumer.lab.coordinator_member SETTINGS_JSON|-\n")
         return 2
     settings = CoordinatorMemberSettings.from_json(sys.stdin.readline() if args[0] == "-" else args[0])
-    logging.basicConfig(level=settings.log_level,
-                        format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
+    # kafka-python's DEBUG logs every request: the proxy counts those already.
+    logging.getLogger("kafka").setLevel(max(logging.INFO, level))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

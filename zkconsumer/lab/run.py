@@ -72,7 +72,8 @@ class CaseRun:
                                        process_mode=self.process_mode, run_id=self.run_id,
                                        scenario_definition=self.scenario.model_dump(mode="json"))
         self.trace = self.rundir.trace("run", design)
-        self.group = f"lab-{self.scenario.name}"
+        # A group of its own per run: the broker keeps group state between runs (and tansu is shared by them).
+        self.group = f"lab-{self.scenario.name}-{self.run_id.rsplit('-', 1)[1]}"
         self.chroot = f"/lab/{self.run_id}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -25,6 +25,8 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from zkconsumer.zookeeper.operations import WatchHandle, ZkOperations
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +47,7 @@ class ZkClosedError(ZkUnavailableError):
     """The client was closed (the member is shutting down): no call is sent, and none waits."""
 
 
-class WatchHandle:
-    """Stops a children/data watch: the next notification returns False to kazoo and the watch ends."""
-
-    def __init__(self) -> None:
-        self.stopped = False
-
-    def stop(self) -> None:
-        self.stopped = True
-
-
-class ZkClient:
+class ZkClient(ZkOperations):
     """A started kazoo session plus counters. `log_id` (the consumer id) prefixes every log line."""
 
     def __init__(
@@ -67,8 +59,7 @@ class ZkClient:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
         self.request_timeout_s = request_timeout_s or max(10.0, 2 * session_timeout_ms / 1000.0)
-        self.counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
+        super().__init__()
         self._connected = threading.Event()
         self._closed = threading.Event()
         self._session_id: int | None = None
@@ -171,173 +162,40 @@ class ZkClient:
             self._connected.clear()
             log.info("%s: ZooKeeper connection %s", self.log_id, state)
 
-    # --- counting ----------------------------------------------------------------------------------
-
-    def _count(self, kind: str, n: int = 1) -> None:
-        with self._count_lock:
-            self.counts[kind] += n
-
-    def op_counts(self) -> dict[str, int]:
-        with self._count_lock:
-            return dict(self.counts)
-
     # --- bounded calls -----------------------------------------------------------------------------
 
-    def _call(self, kind: str, method: str, *args: object, **kwargs: object) -> object:
+    def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         deadline = time.monotonic() + self.request_timeout_s
         while True:
             if self._closed.is_set():
-                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {args[0] if args else ''})")
+                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {path})")
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._connected.wait(remaining):
                 raise ZkUnavailableError(
                     f"{self.log_id}: ZooKeeper at {self.connect} unreachable for {self.request_timeout_s:.0f} s "
-                    f"({kind} {args[0] if args else ''})"
+                    f"({kind} {path})"
                 )
             self._count(kind)
             try:
-                return getattr(self._kazoo, method + "_async")(*args, **kwargs).get(timeout=remaining)
+                return self._send(op, path, data, ephemeral).get(timeout=remaining)
             except _RETRYABLE as exc:
-                log.debug("%s: %s %s failed with %r; retrying", self.log_id, kind, args[:1], exc)
+                log.debug("%s: %s %s failed with %r; retrying", self.log_id, kind, path, exc)
                 time.sleep(0.05)
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
 
-    def get(self, path: str) -> tuple[bytes, object] | None:
-        """(data, stat), or None if the node does not exist."""
-        try:
-            return self._call("get_data", "get", path)  # type: ignore[return-value]
-        except NoNodeError:
-            return None
+    def _send(self, op: str, path: str, data: bytes | None, ephemeral: bool) -> Any:
+        k = self._kazoo
+        if op == "create":  # never kazoo's makepath: parents are ours, with null data
+            return k.create_async(path, data, None, ephemeral, False, False)
+        if op == "set":
+            return k.set_async(path, data, -1)
+        if op == "delete":
+            return k.delete_async(path, -1)
+        return getattr(k, f"{op}_async")(path)
 
-    def get_children(self, path: str) -> list[str] | None:
-        """Children names, or None if the node does not exist."""
-        try:
-            return list(self._call("get_children", "get_children", path))  # type: ignore[arg-type]
-        except NoNodeError:
-            return None
-
-    def exists(self, path: str) -> bool:
-        return self._call("exists", "exists", path) is not None
-
-    def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False, makepath: bool = True) -> None:
-        """Create a node; missing parents are created as persistent nodes with null data. Raises NodeExistsError.
-
-        Null, not empty: zkclient's `createPersistent(path, true)`, which Kafka 0.8.2 uses for every parent,
-        writes null data, and a whole-tree comparison with a Scala group must come out equal. kazoo's own
-        `makepath` would write b"" parents, so parents are made here.
-        """
-        try:
-            self._call("create", "create", path, data, None, ephemeral, False, False)
-        except NoNodeError:
-            if not makepath:
-                raise
-            parent = path.rsplit("/", 1)[0]
-            if parent:
-                self.ensure_path(parent)
-            self._call("create", "create", path, data, None, ephemeral, False, False)
-
-    def ensure_path(self, path: str) -> None:
-        """Create `path` and its missing parents, all persistent with null data; existing nodes are fine.
-
-        Like zkclient's `createPersistent(path, true)`: try the create first (one request when it exists)."""
-        try:
-            self.create(path, None, makepath=True)
-        except NodeExistsError:
-            pass
-
-    def set(self, path: str, data: bytes) -> None:
-        """Set data without a version check; create the node (with parents) if it is missing."""
-        try:
-            self._call("set_data", "set", path, data, -1)
-        except NoNodeError:
-            try:
-                self.create(path, data)
-            except NodeExistsError:
-                self._call("set_data", "set", path, data, -1)
-
-    def delete(self, path: str, *, recursive: bool = False) -> bool:
-        """Delete a node; a missing node is fine. Returns True if this call deleted it."""
-        if recursive:
-            for child in self.get_children(path) or []:
-                self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
-        try:
-            self._call("delete", "delete", path, -1)
-            return True
-        except NoNodeError:
-            return False
-
-    def ephemeral_owner(self, path: str) -> int | None:
-        found = self.get(path)
-        return None if found is None else found[1].ephemeralOwner  # type: ignore[attr-defined]
-
-    def create_ephemeral_expect_conflict(self, path: str, data: bytes) -> tuple[bool, bytes | None]:
-        """Create an ephemeral node. Returns (True, data) when we hold it afterwards, else (False, the current
-        node's data, or None if it vanished before it could be read).
-
-        Kafka's rule: an existing node with the same data counts as ours (created during a connection loss).
-        Our addition (the KAFKA-1387 fix): the same data under *another* session is a conflict, because that
-        node dies with the other session; so equal data counts only if the node's ephemeral owner is us.
-        """
-        try:
-            self.create(path, data, ephemeral=True)
-            return True, data
-        except NodeExistsError:
-            found = self.get(path)
-            if found is None:
-                return False, None  # vanished between create and read: the owner is leaving; retry later
-            existing, stat = found
-            return existing == data and stat.ephemeralOwner == self.session_id, existing  # type: ignore[attr-defined]
-
-    # --- watches -----------------------------------------------------------------------------------
-
-    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, initial: bool = True) -> WatchHandle:
-        """Call `callback(children)` on every change (and now, if `initial`); re-armed after reconnects.
-
-        The path is created if missing. `initial=False` gives zkclient's subscribeChildChanges semantics."""
-        handle = WatchHandle()
-        first = [True]
-
-        def on_change(children: list[str]) -> bool | None:
-            if handle.stopped:
-                return False
-            was_first = first[0]
-            first[0] = False
-            self._count("get_children")
-            if not was_first:
-                self._count("watch:children")
-            elif not initial:
-                return None
-            try:
-                callback(list(children))
-            except Exception:
-                log.exception("%s: children watch callback for %s failed", self.log_id, path)
-            return None
-
-        self.ensure_path(path)
+    def _install_children_watch(self, path: str, on_change: Callable[[list[str]], bool | None]) -> None:
         ChildrenWatch(self._kazoo, path, on_change)
-        return handle
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None], None], *, initial: bool = True) -> WatchHandle:
-        """Call `callback(data or None)` on every change/creation/deletion of the node (and now, if `initial`)."""
-        handle = WatchHandle()
-        first = [True]
-
-        def on_change(data: bytes | None, _stat: object) -> bool | None:
-            if handle.stopped:
-                return False
-            was_first = first[0]
-            first[0] = False
-            self._count("get_data")
-            if not was_first:
-                self._count("watch:data")
-            elif not initial:
-                return None
-            try:
-                callback(data)
-            except Exception:
-                log.exception("%s: data watch callback for %s failed", self.log_id, path)
-            return None
-
+    def _install_data_watch(self, path: str, on_change: Callable[..., bool | None]) -> None:
         DataWatch(self._kazoo, path, on_change)
-        return handle

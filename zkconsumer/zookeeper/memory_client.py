@@ -1,8 +1,9 @@
 """`MemoryZkClient`: `ZkClient`'s surface and semantics over a `MemoryZooKeeper`, plus connection faults.
 
-The request methods are line-for-line mirrors of `ZkClient`'s (same fallbacks, same attempts, same counter
-kinds), so a sequence of calls counts the same here as against a real server; the contract tests
-(tests/test_memory_zk_contract.py) run identical sequences on both and compare results and `op_counts()`.
+Every operation is `ZkOperations`' (operations.py), shared with `ZkClient`: only the one-request primitive and
+the recipe installers differ, so a sequence of calls counts the same here as against a real server; the
+contract tests (tests/test_memory_zk_contract.py) run identical sequences on both and compare results and
+`op_counts()`.
 
 The watch recipes (memory_watch.py) mirror kazoo's `ChildrenWatch`/`DataWatch`: a notification makes the
 recipe re-read with a new watch, so changes made between the notification and the re-read are seen by that
@@ -26,16 +27,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
-from zkconsumer.zookeeper.client import WatchHandle, ZkClosedError, ZkUnavailableError
+from zkconsumer.zookeeper.client import ZkClosedError, ZkUnavailableError
 from zkconsumer.zookeeper.memory_server import NONE, MemoryZooKeeper, Watcher, WatchEvent
 from zkconsumer.zookeeper.memory_watch import ChildrenWatch, DataWatch, EventQueue
+from zkconsumer.zookeeper.operations import ZkOperations
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ __all__ = ["MemoryZkClient"]
 T = TypeVar("T")
 
 
-class MemoryZkClient:
+class MemoryZkClient(ZkOperations):
     """`ZkClient` over a `MemoryZooKeeper` (see the module docstring for threading and faults)."""
 
     def __init__(
@@ -58,8 +59,7 @@ class MemoryZkClient:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000.0
         self.request_timeout_s = request_timeout_s or max(10.0, 2 * session_timeout_ms / 1000.0)
-        self.counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
+        super().__init__()
         self._connected = threading.Event()
         self._closed = threading.Event()
         self._started = False
@@ -216,16 +216,6 @@ class MemoryZkClient:
     def _post(self, fn: Callable[[], None]) -> None:
         self.server.post(self._events, fn)
 
-    # --- counting ----------------------------------------------------------------------------------
-
-    def _count(self, kind: str, n: int = 1) -> None:
-        with self._count_lock:
-            self.counts[kind] += n
-
-    def op_counts(self) -> dict[str, int]:
-        with self._count_lock:
-            return dict(self.counts)
-
     # --- bounded calls (mirror ZkClient) -----------------------------------------------------------
 
     def _call(self, kind: str, path: str, request: Callable[[int], T]) -> T:
@@ -247,137 +237,23 @@ class MemoryZkClient:
             except (ConnectionLoss, SessionExpiredError):
                 continue  # the connection dropped under us: wait for it (or for the new session)
 
-    def get(self, path: str) -> tuple[bytes, object] | None:
-        """(data, stat), or None if the node does not exist."""
-        try:
-            return self._call("get_data", path, lambda sid: self.server.get_data(sid, path))  # type: ignore[return-value]
-        except NoNodeError:
-            return None
+    def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
+        server = self.server
+        requests: dict[str, Callable[[int], Any]] = {
+            "get": lambda sid: server.get_data(sid, path),
+            "get_children": lambda sid: server.get_children(sid, path),
+            "exists": lambda sid: server.exists(sid, path),
+            "create": lambda sid: server.create(sid, path, data, ephemeral=ephemeral),
+            "set": lambda sid: server.set_data(sid, path, data, -1),
+            "delete": lambda sid: server.delete(sid, path, -1),
+        }
+        return self._call(kind, path, requests[op])
 
-    def get_children(self, path: str) -> list[str] | None:
-        """Children names, or None if the node does not exist."""
-        try:
-            return list(self._call("get_children", path, lambda sid: self.server.get_children(sid, path)))
-        except NoNodeError:
-            return None
-
-    def exists(self, path: str) -> bool:
-        return self._call("exists", path, lambda sid: self.server.exists(sid, path)) is not None
-
-    def _create_once(self, path: str, data: bytes | None, ephemeral: bool) -> None:
-        self._call("create", path, lambda sid: self.server.create(sid, path, data, ephemeral=ephemeral))
-
-    def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False, makepath: bool = True) -> None:
-        """Create a node; missing parents are created as persistent nodes with null data. Raises NodeExistsError."""
-        try:
-            self._create_once(path, data, ephemeral)
-        except NoNodeError:
-            if not makepath:
-                raise
-            parent = path.rsplit("/", 1)[0]
-            if parent:
-                self.ensure_path(parent)
-            self._create_once(path, data, ephemeral)
-
-    def ensure_path(self, path: str) -> None:
-        """Create `path` and its missing parents, all persistent with null data; existing nodes are fine."""
-        try:
-            self.create(path, None, makepath=True)
-        except NodeExistsError:
-            pass
-
-    def set(self, path: str, data: bytes) -> None:
-        """Set data without a version check; create the node (with parents) if it is missing."""
-        try:
-            self._call("set_data", path, lambda sid: self.server.set_data(sid, path, data, -1))
-        except NoNodeError:
-            try:
-                self.create(path, data)
-            except NodeExistsError:
-                self._call("set_data", path, lambda sid: self.server.set_data(sid, path, data, -1))
-
-    def delete(self, path: str, *, recursive: bool = False) -> bool:
-        """Delete a node; a missing node is fine. Returns True if this call deleted it."""
-        if recursive:
-            for child in self.get_children(path) or []:
-                self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
-        try:
-            self._call("delete", path, lambda sid: self.server.delete(sid, path, -1))
-            return True
-        except NoNodeError:
-            return False
-
-    def ephemeral_owner(self, path: str) -> int | None:
-        found = self.get(path)
-        return None if found is None else found[1].ephemeralOwner  # type: ignore[attr-defined]
-
-    def create_ephemeral_expect_conflict(self, path: str, data: bytes) -> tuple[bool, bytes | None]:
-        """Create an ephemeral node. Returns (True, data) when we hold it afterwards, else (False, the current
-        node's data, or None if it vanished before it could be read).
-
-        An existing node with the same data counts as ours only if its ephemeral owner is our session."""
-        try:
-            self.create(path, data, ephemeral=True)
-            return True, data
-        except NodeExistsError:
-            found = self.get(path)
-            if found is None:
-                return False, None  # vanished between create and read: the owner is leaving; retry later
-            existing, stat = found
-            return existing == data and stat.ephemeralOwner == self.session_id, existing  # type: ignore[attr-defined]
-
-    # --- watches (mirror ZkClient's counting around kazoo-like recipes) ----------------------------
-
-    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, initial: bool = True) -> WatchHandle:
-        """Call `callback(children)` on every change (and now, if `initial`); re-armed after reconnects.
-
-        The path is created if missing. `initial=False` gives zkclient's subscribeChildChanges semantics."""
-        handle = WatchHandle()
-        first = [True]
-
-        def on_change(children: list[str]) -> bool | None:
-            if handle.stopped:
-                return False
-            was_first = first[0]
-            first[0] = False
-            self._count("get_children")
-            if not was_first:
-                self._count("watch:children")
-            elif not initial:
-                return None
-            try:
-                callback(list(children))
-            except Exception:
-                log.exception("%s: children watch callback for %s failed", self.log_id, path)
-            return None
-
-        self.ensure_path(path)
+    def _install_children_watch(self, path: str, on_change: Callable[[list[str]], bool | None]) -> None:
         ChildrenWatch(self, path, on_change)
-        return handle
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None], None], *, initial: bool = True) -> WatchHandle:
-        """Call `callback(data or None)` on every change/creation/deletion of the node (and now, if `initial`)."""
-        handle = WatchHandle()
-        first = [True]
-
-        def on_change(data: bytes | None, _stat: object) -> bool | None:
-            if handle.stopped:
-                return False
-            was_first = first[0]
-            first[0] = False
-            self._count("get_data")
-            if not was_first:
-                self._count("watch:data")
-            elif not initial:
-                return None
-            try:
-                callback(data)
-            except Exception:
-                log.exception("%s: data watch callback for %s failed", self.log_id, path)
-            return None
-
+    def _install_data_watch(self, path: str, on_change: Callable[..., bool | None]) -> None:
         DataWatch(self, path, on_change)
-        return handle
 
     # --- what the recipes use ----------------------------------------------------------------------
 

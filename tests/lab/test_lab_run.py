@@ -93,6 +93,21 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     assert summarize(summary.path).zk_requests == summary.zk_requests
 
 
+def test_short_scenario_on_the_coordinator_design(tmp_path):
+    scenario = parse_scenario(SHORT.format(designs='["coordinator"]'), "inline")
+    [summary] = LabSession(scenario, scenario.cases(), ["coordinator"], tmp_path / "out").run()
+    assert summary.completed and summary.design == "coordinator"
+    records = list(read_traces(summary.path))
+    generations = {r["generation"] for r in records if r["type"] == "generation" and r["kind"] == "assigned"}
+    assert len(generations) >= 3  # the initial group, the join, the leave
+    assert summary.changes == 2 and summary.rebalances >= 2
+    # a join into 2: 2 incumbents x (JoinGroup + SyncGroup), the joiner 2 JoinGroups (MEMBER_ID_REQUIRED) + 1
+    # SyncGroup; the leave: 1 LeaveGroup, then 2 x (JoinGroup + SyncGroup)
+    assert summary.kafka_by_api["LeaveGroup"] >= 1 and summary.kafka_coordination >= 7 + 5
+    assert summary.zk_requests == 0  # the coordinator design never talks to ZooKeeper
+    assert our_processes(str(tmp_path)) == []
+
+
 def test_a_member_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypatch):
     from zkconsumer.lab import zk_driver
 

@@ -96,7 +96,7 @@ def test_far_members_sweep_sets_the_delay_of_every_network_rule():
     delays = {c.sweep_value: {r.delay_ms for r in c.scenario.network} for c in cases}
     assert delays == {0: {0}, 50: {50}, 100: {100}, 200: {200}}
     assert {r.target for r in cases[0].scenario.network} == {"zookeeper", "broker"}
-    assert cases[0].scenario.network[0].members.indices == (0, 1, 2, 3)
+    assert cases[0].scenario.network[0].members.indices == (4, 5, 6, 7)
 
 
 def test_simultaneous_start_sweeps_the_joiners_and_the_restart_trap_restarts_inside_the_session():

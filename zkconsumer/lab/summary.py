@@ -112,8 +112,10 @@ def render(summaries: list[RunSummary]):
     for s in summaries:
         table.add_row(
             s.case, s.design, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
-            str(s.failures), _fmt(s.per_change(s.zk_requests)), _fmt(s.per_change(s.zk_notifications)),
-            _fmt(s.per_change(s.kafka_coordination)), _fmt(s.time_to_stable), "yes" if s.completed else "NO")
+            str(s.failures), *(_fmt(s.per_change(v)) if s.design == "zk" else "-" for v in (s.zk_requests,
+                                                                                               s.zk_notifications)),
+            _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.time_to_stable),
+            "yes" if s.completed else "NO")
     return table
 
 

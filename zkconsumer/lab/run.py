@@ -32,6 +32,7 @@ from zkconsumer.zookeeper.client import ZkClient
 log = logging.getLogger(__name__)
 _POLL_S = 0.05
 _OWNERS_EVERY_S = 0.5
+INITIAL_WAVE = 32
 
 Progress = Callable[[str], None]
 
@@ -117,9 +118,7 @@ class CaseRun:
             driver.start(env)
             self._start_observers(driver)
             self._phase("initial")
-            for _ in range(self.scenario.group.members):
-                self._join(driver, member_name(self._allocate()))
-            self._await_stable(driver, self.scenario.settle_timeout, "the initial group")
+            self._start_initial_group(driver)
             self._phase("settled")
             self._churn(driver, admin, topics)
             self._phase("done")
@@ -136,6 +135,18 @@ class CaseRun:
             stats = self._shutdown(driver, samplers, zk_proxies, admin, zk_router)
             self.rundir.finish(status, error, stats=stats, ports=ports)
         return self.rundir.path
+
+    def _start_initial_group(self, driver: DesignDriver) -> None:
+        """Start the initial members in waves of `INITIAL_WAVE`, each settled before the next. The initial group
+        is not measured (t = 0 is when it is stable); starting hundreds at once only makes every member re-read
+        every registration many times over while the group keeps changing under it."""
+        remaining = self.scenario.group.members
+        while remaining:
+            wave = min(remaining, INITIAL_WAVE)
+            for _ in range(wave):
+                self._join(driver, member_name(self._allocate()))
+            remaining -= wave
+            self._await_stable(driver, self.scenario.settle_timeout, f"the initial group ({self._next_member} members)")
 
     def _setup(self, admin: ZkClient) -> dict[str, int]:
         broker_host, broker_port = host_port(self.servers.kafka_proxy.bootstrap)

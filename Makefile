@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean java
+.PHONY: demo test lint bench clean java mutate mutate-report
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,3 +29,21 @@ bench: java $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# Mutation testing (docs/mutation.md; settings in pyproject.toml [tool.mutmut]): mutmut mutates rebalance/ and
+# zkconsumer/zookeeper/ and runs the unit-test layer (no Java, no servers) against every mutant, in mutants/.
+# Starts from scratch each time: mutmut's cache keeps old verdicts when only tests change, so a reused mutants/ could
+# report a mutant as surviving that the current tests kill. Not part of `make test`.
+#   make mutate MUTATE_JOBS=4                      parallel workers (default: one per core)
+#   make mutate MUTANTS='rebalance.offsets.*'      only the mutants matching these mutmut name globs
+MUTATE_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+MUTANTS ?=
+
+mutate: $(STAMP)
+	rm -rf mutants
+	$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	@$(MAKE) --no-print-directory mutate-report
+
+# The report of the last run: per-file table, then every surviving mutant as a one-line diff; JSON in .mutation/.
+mutate-report: $(STAMP)
+	$(PY) scripts/mutation_report.py --json .mutation/report.json

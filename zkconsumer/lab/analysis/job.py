@@ -1,0 +1,176 @@
+"""The analysis job: lab run directories in, Parquet tables and one HTML report out.
+
+    spark-submit zkconsumer/lab/analysis/job.py RUN_DIR... --out REPORT_DIR
+    python -m zkconsumer.lab.analysis.job RUN_DIR... --out REPORT_DIR
+
+Run as a file (spark-submit), this module is `__main__` with its own directory first on sys.path; it replaces
+that entry with the repository root before importing anything of the project, so `zkconsumer` resolves and no
+module of this package can shadow a library's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # before any project import: see the module docstring
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parents[2]))
+
+import argparse
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zkconsumer.lab.analysis.metrics import compute
+from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
+from zkconsumer.lab.analysis.report import TANSU_NOTE, ReportData, Timeline, render
+
+log = logging.getLogger(__name__)
+
+TIMELINE_N = 4  # the timeline shows a run of about this many members: enough to see the hand-over, still readable
+TOP_OVERLAPS = 50
+DRIVER_MEMORY = "2g"
+
+
+@dataclass
+class AnalysisResult:
+    out_dir: Path
+    report: Path
+    tables: dict[str, Path]  # name -> Parquet directory
+    runs: int
+    trace_lines: int
+    bad_lines: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def read(self, spark: SparkSession, name: str) -> DataFrame:
+        return spark.read.parquet(str(self.tables[name]))
+
+
+def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_MEMORY) -> SparkSession:
+    """The active session, or a new one: local[2] unless spark-submit chose the master (it starts the driver with
+    PYSPARK_GATEWAY_PORT set, and its --master must win)."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = (SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2"))
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # The JVM is started here, so its heap can still be chosen: the parsed lines are cached in it, and with
+        # Spark's default of 1 GiB a million of them leave the collector busy (spark-submit users pass their own).
+        builder = builder.master("local[2]").config("spark.driver.memory", driver_memory)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = None) -> AnalysisResult:
+    """Read every run under `run_dirs`, write OUT/tables/<name>/ (Parquet) and OUT/report.html."""
+    began = time.monotonic()
+    spark = spark or session()
+    runs = load_runs([Path(p) for p in run_dirs])
+    if not runs:
+        raise ValueError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}")
+    log.info("analysing %d runs", len(runs))
+    runs_df = runs_frame(spark, runs)
+    traces = read_traces(spark, runs)
+    tables, cached = compute(spark, traces.records, runs_df, traces.errors)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for name, df in tables.items():
+        paths[name] = out_dir / "tables" / name
+        df.write.mode("overwrite").parquet(str(paths[name]))
+    # The report reads the tables just written: their rows are final and small (the intervals are filtered).
+    data = _report_data(spark, paths)
+    report = render(data, out_dir / "report.html")
+    for df in [*cached, traces.cached]:
+        if df is not None:
+            df.unpersist()
+    seconds = time.monotonic() - began
+    log.info("analysis of %d runs (%d trace lines, %d bad) in %.1f s", len(runs), traces.lines, traces.bad_lines,
+             seconds)
+    return AnalysisResult(out_dir, report, paths, len(runs), traces.lines, traces.bad_lines, seconds, data.notes)
+
+
+def _rows(df: DataFrame) -> list[dict]:
+    return [r.asDict() for r in df.collect()]
+
+
+def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
+    def read(name: str) -> DataFrame:
+        return spark.read.parquet(str(paths[name]))
+
+    runs = _rows(read("runs"))
+    changes = _rows(read("changes"))
+    pauses = _rows(read("stop_the_world").filter(F.col("change_index").isNotNull()
+                                                  & (F.col("partitions_before") > 0)).select("design", "pause_s"))
+    errors = _rows(read("trace_errors").filter(F.col("bad_lines") > 0).orderBy("run_id", "file"))
+    overlaps = _rows(read("overlaps").orderBy(F.desc("overlap_s")).limit(TOP_OVERLAPS))
+    timelines = [tl for design in ("zk", "coordinator")
+                 if (tl := _timeline(read("ownership_intervals"), runs, changes, design)) is not None]
+    notes = [TANSU_NOTE]
+    bases = sorted({r["expected_basis"] for r in runs if r.get("expected_basis")})
+    if bases:
+        notes.append("Delivery audit against " + " and ".join(
+            "the producer's records" if b == "produce" else "offsets 0..max consumed per partition (no produce "
+            "records)" for b in bases) + ".")
+    else:
+        notes.append("No consume records in these runs: nothing to audit for duplicates or gaps.")
+    return ReportData(runs=runs, changes=changes, fits=_rows(read("herd_fit")), pauses=pauses, timelines=timelines,
+                      trace_errors=errors, overlaps=overlaps, notes=notes)
+
+
+def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], design: str) -> Timeline | None:
+    """The first counted change of the design's run closest to TIMELINE_N members that has ownership records."""
+    owned = {r["run_id"] for r in intervals.select("run_id").distinct().collect()}
+    candidates = sorted((abs((r["members"] or 0) - TIMELINE_N), r["members"] or 0, r["run_id"]) for r in runs
+                        if r["design"] == design and r["run_id"] in owned)
+    for _, _, run_id in candidates:
+        change = next((c for c in sorted((c for c in changes if c["run_id"] == run_id),
+                                         key=lambda c: c["change_index"]) if c["counted"]), None)
+        if change is None:
+            continue
+        t0, t1 = change["change_ts"], change["window_end"]
+        lo = change["window_start"] - 1.0  # a second of the steady state before the change
+        converged = change.get("convergence_s")  # measured from the window's start
+        settled = [v for v in (change.get("stable_s"), converged and converged + change["window_start"] - t0)
+                   if v is not None]
+        if settled:  # and a second after it settled: the rest of the window is the steady state again
+            t1 = min(t1, t0 + max(settled) + 1.0)
+        rows = (intervals.filter((F.col("run_id") == run_id) & (F.col("end") > lo) & (F.col("start") < t1))
+                .select("member", "tp", "start", "end").collect())
+        run = next(r for r in runs if r["run_id"] == run_id)
+        return Timeline(design, run_id, run["case"] or run_id, change["action"], change["change_members"],
+                        change.get("stable_s"), t1 - t0, run.get("session_timeout_ms"),
+                        [(r["member"], r["tp"], max(r["start"], lo) - t0, min(r["end"], t1) - t0)
+                         for r in rows])
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zkconsumer lab analyze", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="run directories, or trees of them (lab run --out)")
+    parser.add_argument("--out", required=True, type=Path, help="report directory (tables/ and report.html)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        result = analyze(args.run_dirs, args.out)
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    print(f"{result.runs} runs, {result.trace_lines} trace lines ({result.bad_lines} bad) in {result.seconds:.1f} s")
+    if result.bad_lines:
+        print(f"bad trace lines: see {result.tables['trace_errors']} and the report")
+    print(f"tables: {result.out_dir / 'tables'}")
+    print(f"report: {result.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Every metric family as a DataFrame: the per-family modules' tables, plus the two that join them, per change
+(`changes`) and per run (`runs`)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from zkconsumer.lab.analysis.delivery import audit
+from zkconsumer.lab.analysis.herd import (
+    herd_fit,
+    rebalance_counts,
+    rebalance_totals,
+    wire_counts,
+    wire_per_change,
+    wire_per_run,
+)
+from zkconsumer.lab.analysis.ownership import (
+    intervals,
+    overlaps,
+    ownership_events,
+    ownership_per_change,
+    stop_the_world,
+)
+from zkconsumer.lab.analysis.windows import build
+
+PER_CHANGE = ("zk_requests", "zk_notifications", "kafka_requests", "kafka_coordination", "kafka_heartbeats",
+              "rebalance_notices")
+
+
+def combine(keys: list[str], base: DataFrame, *parts: DataFrame) -> DataFrame:
+    """`base` left-joined with every part on `keys`, in one shuffle: the union of all rows, grouped by the keys,
+    keeping each column's non-null value. Parts have one row per key and columns of their own (all small)."""
+    columns = list(dict.fromkeys(c for df in (base, *parts) for c in df.columns if c not in keys))
+    rows = base.withColumn("_base", F.lit(1))
+    for part in parts:
+        rows = rows.unionByName(part, allowMissingColumns=True)
+    return (rows.groupBy(*keys).agg(*[F.first(c, ignorenulls=True).alias(c) for c in columns],
+                                    F.max("_base").alias("_base"))
+            .filter(F.col("_base") == 1).drop("_base"))
+
+
+def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
+            trace_errors: DataFrame) -> tuple[dict[str, DataFrame], list[DataFrame]]:
+    """(name -> table, the intermediate frames it materialised: unpersist them when the tables are written).
+    docs/analysis.md lists every table's columns."""
+    cached: list[DataFrame] = []
+
+    def keep(df: DataFrame) -> DataFrame:
+        # Materialised and cut from its lineage: the tables below reuse each frame several times, and without
+        # the cut every plan carries its inputs' whole plans, which grow with each join (planning, and the plan
+        # text Spark renders for every query, then cost more than the data).
+        done = df.localCheckpoint(eager=True)
+        cached.append(done)
+        return done
+
+    frame = build(spark, records)
+    bounds, changes, windows = frame.bounds, frame.changes, frame.windows
+    counts = keep(wire_counts(records, windows))
+    rebalances = keep(rebalance_counts(records, windows))
+    events = keep(ownership_events(records))
+    iv = keep(intervals(events, bounds, records))
+    ov = keep(overlaps(iv, windows))
+    own = keep(ownership_per_change(spark, iv, events, frame.window_rows, runs))
+    stw = keep(stop_the_world(events, windows))
+    delivery, gaps = audit(records, keep)
+    delivery = keep(delivery)
+
+    by_change = ["run_id", "change_index"]
+    ov_change = ov.filter(F.col("change_index").isNotNull()).groupBy(*by_change).agg(
+        F.count(F.lit(1)).alias("overlaps"), F.sum("overlap_s").alias("overlap_s"))
+    in_churn = stw.filter(F.col("change_index").isNotNull() & (F.col("partitions_before") > 0))
+    stw_change = in_churn.groupBy(*by_change).agg(
+        F.count("pause_s").alias("pauses"), F.max("pause_s").alias("max_pause_s"),
+        F.median("pause_s").alias("median_pause_s"))
+    info = runs.select("run_id", "scenario", "case", "process_mode", "members")
+    per_change = keep(combine(
+        by_change, changes.join(F.broadcast(info), "run_id", "left"), wire_per_change(counts),
+        rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change)
+        .fillna(0, subset=[*PER_CHANGE, "overlaps", "overlap_s", "pauses"]))
+    per_run = keep(_runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors))
+    return {
+        "runs": per_run,
+        "changes": per_change,
+        "wire_counts": counts,
+        "rebalances": rebalances.withColumn("generations", F.array_sort("generations")),
+        "herd_fit": herd_fit(spark, per_run),
+        "ownership_intervals": iv,
+        "overlaps": ov,
+        "stop_the_world": stw,
+        "delivery": delivery,
+        "delivery_gaps": gaps,
+        "trace_errors": trace_errors,
+    }, cached
+
+
+def _runs(runs: DataFrame, bounds: DataFrame, counts: DataFrame, rebalances: DataFrame, ov: DataFrame,
+          stw: DataFrame, own: DataFrame, delivery: DataFrame, trace_errors: DataFrame) -> DataFrame:
+    """One row per run: the summary's counts over the churn window and every family's totals."""
+    ov_run = ov.filter(F.col("change_index").isNotNull()).groupBy("run_id").agg(
+        F.count(F.lit(1)).alias("overlaps"), F.sum("overlap_s").alias("overlap_s"),
+        F.max("overlap_s").alias("max_overlap_s"))
+    stw_run = stw.groupBy("run_id").agg(F.median("pause_s").alias("median_pause_s"),
+                                        F.max("pause_s").alias("max_pause_s"))
+    own_run = own.groupBy("run_id").agg(F.sum("unowned_partition_s").alias("unowned_partition_s"),
+                                        F.max("convergence_s").alias("max_convergence_s"),
+                                        F.sum(F.when(F.col("convergence_s").isNull(), 1).otherwise(0))
+                                        .alias("unconverged_changes"))
+    delivery_run = delivery.groupBy("run_id").agg(
+        F.first("expected_basis").alias("expected_basis"), F.sum("consumed_offsets").alias("consumed_offsets"),
+        F.sum("duplicates").alias("duplicates"), F.sum("missing").alias("missing"))
+    errors_run = trace_errors.groupBy("run_id").agg(F.sum("lines").alias("trace_lines"),
+                                                    F.sum("bad_lines").alias("bad_lines"))
+    joined = combine(["run_id"], runs, bounds, wire_per_run(counts), rebalance_totals(rebalances, ("run_id",)),
+                     ov_run, stw_run, own_run, delivery_run, errors_run).fillna(
+        0, subset=["changes", "membership_records", *PER_CHANGE, "overlaps", "overlap_s", "trace_lines", "bad_lines",
+                   "rebalances", "attempts", "failed_attempts", "conflicts", "rebalance_failures",
+                   "session_expiries", "revocations", "losses", "stable_records"])
+    per_change = [F.when(F.col("changes") > 0, F.col(c) / F.col("changes")).alias(f"{c}_per_change")
+                  for c in PER_CHANGE]
+    return joined.select("*", *per_change)

@@ -1,0 +1,167 @@
+"""Who fetched which partition when: ownership intervals, and what they tell about split brain and latency.
+
+An interval is one member fetching one partition, from the event that started it to the one that ended it:
+
+* ZooKeeper design: `fetchers_started` (the partitions of its `offsets`) to `fetchers_stopped` (its `partitions`).
+  A session expiry does not stop this connector's fetchers (they run until the next rebalance stops them), so it
+  does not end an interval: it marks it, from the expiry on, as fetching without a registration (`stale_since`).
+* Coordinator design: a generation's `assigned` partitions to their `revoked` or `lost`.
+* Either design: a `kill` membership record ends everything the killed member had (a killed process says
+  nothing); an interval still open at the run's last record ends there (`end_reason` "trace end").
+
+From the intervals: overlaps between different members on one partition (split brain), the union of coverage
+per partition (unowned partition-seconds, convergence) and, per member, the stop-the-world pause from giving its
+partitions up to getting some back.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
+from zkconsumer.lab.analysis.windows import WINDOWS_SCHEMA, attach_change
+
+START, END = 1, 0  # at one instant an end sorts before a start: a hand-over, not an overlap
+
+
+def ownership_events(records: DataFrame) -> DataFrame:
+    """run_id, design, member, tp ("topic/partition"), ts, ev (START | END), reason."""
+    me, gen, kind = F.col("type") == "member_event", F.col("type") == "generation", F.col("kind")
+
+    def events(condition: Column, partitions: Column, ev: int, reason: Column) -> DataFrame:
+        return (records.filter(condition)
+                .select("run_id", "design", "member", "ts", F.explode(partitions).alias("tp"),
+                        F.lit(ev).alias("ev"), reason.alias("reason")))
+
+    started = events(me & (kind == "fetchers_started"), F.map_keys(F.from_json("offsets", OFFSET_MAP)), START,
+                     F.lit("fetchers_started"))
+    stopped = events(me & (kind == "fetchers_stopped"), F.from_json("partitions", PARTITION_LIST), END,
+                     F.lit("fetchers_stopped"))
+    assigned = events(gen & (kind == "assigned"), F.from_json("partitions", PARTITION_LIST), START, F.lit("assigned"))
+    revoked = events(gen & kind.isin("revoked", "lost"), F.from_json("partitions", PARTITION_LIST), END, kind)
+    owned = started.unionByName(stopped).unionByName(assigned).unionByName(revoked)
+    kills = (records.filter((F.col("type") == "membership") & (F.col("action") == "kill"))
+             .select("run_id", F.explode("members").alias("member"), F.col("ts").alias("kill_ts")))
+    killed = (owned.select("run_id", "design", "member", "tp").distinct().join(F.broadcast(kills), ["run_id", "member"])
+              .select("run_id", "design", "member", F.col("kill_ts").alias("ts"), "tp", F.lit(END).alias("ev"),
+                      F.lit("killed").alias("reason")))
+    return owned.unionByName(killed)
+
+
+def intervals(events: DataFrame, bounds: DataFrame, records: DataFrame) -> DataFrame:
+    """run_id, design, member, tp, topic, partition, start, end, length_s, end_reason, open_at_end, stale_since."""
+    order = Window.partitionBy("run_id", "member", "tp").orderBy("ts", "ev")
+    paired = (events.withColumn("next_ts", F.lead("ts").over(order))
+              .withColumn("next_reason", F.lead("reason").over(order))
+              .filter(F.col("ev") == START)
+              .join(F.broadcast(bounds.select("run_id", "run_end")), "run_id")
+              .select("run_id", "design", "member", "tp",
+                      F.regexp_extract("tp", r"^(.*)/(\d+)$", 1).alias("topic"),
+                      F.regexp_extract("tp", r"^(.*)/(\d+)$", 2).cast("int").alias("partition"),
+                      F.col("ts").alias("start"),
+                      F.coalesce("next_ts", F.greatest("run_end", "ts")).alias("end"),
+                      F.coalesce("next_reason", F.lit("trace end")).alias("end_reason"),
+                      F.col("next_ts").isNull().alias("open_at_end")))
+    expiries = (records.filter((F.col("type") == "member_event") & (F.col("kind") == "session_expired"))
+                .select(F.col("run_id").alias("x_run"), F.col("member").alias("x_member"), F.col("ts").alias("x_ts")))
+    key = ["run_id", "member", "tp", "start"]
+    stale = (paired.select(*key, "end").join(
+        F.broadcast(expiries), (F.col("run_id") == F.col("x_run")) & (F.col("member") == F.col("x_member"))
+        & (F.col("x_ts") >= F.col("start")) & (F.col("x_ts") < F.col("end")))
+        .groupBy(*key).agg(F.min("x_ts").alias("stale_since")))
+    return (paired.join(F.broadcast(stale), key, "left")
+            .withColumn("length_s", F.col("end") - F.col("start"))
+            .select("run_id", "design", "member", "tp", "topic", "partition", "start", "end", "length_s",
+                    "end_reason", "open_at_end", "stale_since"))
+
+
+def overlaps(iv: DataFrame, windows: DataFrame) -> DataFrame:
+    """Two different members fetching one partition at once: run_id, design, tp, member_a, member_b, start, end,
+    overlap_s, after_expiry (one of them had lost its ZooKeeper session by then), change_index."""
+    a = iv.select(*[F.col(c).alias(f"a_{c}") for c in ("run_id", "design", "member", "tp", "start", "end",
+                                                          "stale_since")])
+    b = iv.select(*[F.col(c).alias(f"b_{c}") for c in ("run_id", "member", "tp", "start", "end", "stale_since")])
+    joined = a.join(b, (F.col("a_run_id") == F.col("b_run_id")) & (F.col("a_tp") == F.col("b_tp"))
+                    & (F.col("a_member") < F.col("b_member")) & (F.col("a_start") < F.col("b_end"))
+                    & (F.col("b_start") < F.col("a_end")))
+    start = F.greatest("a_start", "b_start")
+
+    def stale(side: str) -> Column:
+        return F.coalesce(F.col(f"{side}_stale_since") <= start, F.lit(False))
+
+    found = joined.select(F.col("a_run_id").alias("run_id"), F.col("a_design").alias("design"),
+                          F.col("a_tp").alias("tp"), F.col("a_member").alias("member_a"),
+                          F.col("b_member").alias("member_b"), start.alias("start"),
+                          F.least("a_end", "b_end").alias("end"), (stale("a") | stale("b")).alias("after_expiry"))
+    return attach_change(found.withColumn("overlap_s", F.col("end") - F.col("start")), windows, ts="start")
+
+
+def coverage(iv: DataFrame) -> DataFrame:
+    """The union of every member's intervals per partition: run_id, tp, start, end (disjoint islands)."""
+    order = Window.partitionBy("run_id", "tp").orderBy("start", "end")
+    return (iv.withColumn("reach", F.max("end").over(order.rowsBetween(Window.unboundedPreceding, -1)))
+            .withColumn("new", F.when(F.col("reach").isNull() | (F.col("start") > F.col("reach")), 1).otherwise(0))
+            .withColumn("island", F.sum("new").over(order.rowsBetween(Window.unboundedPreceding, 0)))
+            .groupBy("run_id", "tp", "island").agg(F.min("start").alias("start"), F.max("end").alias("end"))
+            .drop("island"))
+
+
+def ownership_per_change(spark: SparkSession, iv: DataFrame, events: DataFrame, window_rows: list[tuple],
+                         runs: DataFrame) -> DataFrame:
+    """Per change window: unowned_partition_s and convergence_s.
+
+    unowned_partition_s: window length x partitions, less the time each partition was fetched by someone.
+    convergence_s: from the window's start to its last ownership event, if every partition is fetched after it
+    (null when the window ends with some partition unowned). The partition count is the scenario's, or the
+    number seen fetched when that is larger (partitions added during the run)."""
+    windows = spark.createDataFrame(window_rows, WINDOWS_SCHEMA)
+    # The last ownership event of each window: a handful of rows, merged into the windows here.
+    last = {(r["run_id"], r["change_index"]): r["last"] for r in
+            attach_change(events.select("run_id", "ts"), windows).filter(F.col("change_index") > 0)
+            .groupBy("run_id", "change_index").agg(F.max("ts").alias("last")).collect()}
+    at_rows = [(run_id, index, start, end, last.get((run_id, index), start))
+               for run_id, index, start, end, _ in window_rows if index > 0]
+    at = spark.createDataFrame(at_rows, "run_id string, change_index int, win_start double, win_end double, at double")
+    islands = coverage(iv)
+    # Every island against every window of its run (few of each): the time it covers in the window, whether it
+    # covers the window's last event, and (over the whole run) how many partitions were ever fetched.
+    overlap = F.least("end", "win_end") - F.greatest("start", "win_start")
+    per_window = (islands.join(F.broadcast(at), "run_id")
+                  .groupBy("run_id", "change_index", "win_start", "win_end", "at")
+                  .agg(F.sum(F.when(overlap > 0, overlap).otherwise(0.0)).alias("covered_s"),
+                       F.sum(F.when((F.col("start") <= F.col("at")) & (F.col("end") > F.col("at")), 1).otherwise(0))
+                       .alias("owned_at_end"),
+                       F.countDistinct("tp").alias("seen")))
+    n = F.greatest(F.coalesce("partitions", F.lit(0)), F.coalesce("seen", F.lit(0)))
+    return (at.join(F.broadcast(runs.select("run_id", "partitions")), "run_id", "left")
+            .join(per_window, ["run_id", "change_index", "win_start", "win_end", "at"], "left")
+            .select("run_id", "change_index",
+                    ((F.col("win_end") - F.col("win_start")) * n - F.coalesce("covered_s", F.lit(0.0)))
+                    .alias("unowned_partition_s"),
+                    F.when(F.coalesce("owned_at_end", F.lit(0)) >= n, F.col("at") - F.col("win_start"))
+                    .alias("convergence_s"),
+                    n.alias("n_partitions")))
+
+
+def stop_the_world(events: DataFrame, windows: DataFrame) -> DataFrame:
+    """Per member: from giving its partitions up (fetchers stopped; revoked or lost) to getting some back (fetchers
+    restarted; assigned). A repeated stop before the restart (a retried attempt) belongs to the first one.
+
+    run_id, design, member, stopped_ts, restarted_ts, pause_s (null: never restarted, e.g. it left),
+    partitions_before, partitions_after, change_index (of the stop)."""
+    per_event = (events.filter(F.col("reason") != "killed")
+                 .groupBy("run_id", "design", "member", "ts", "ev").agg(F.count(F.lit(1)).alias("partitions")))
+    order = Window.partitionBy("run_id", "member").orderBy("ts", "ev")
+    after = order.rowsBetween(1, Window.unboundedFollowing)
+    stops = (per_event
+             .withColumn("prev_ev", F.lag("ev").over(order))
+             .withColumn("restarted_ts", F.first(F.when(F.col("ev") == START, F.col("ts")), ignorenulls=True)
+                         .over(after))
+             .withColumn("partitions_after", F.first(F.when(F.col("ev") == START, F.col("partitions")),
+                                                     ignorenulls=True).over(after))
+             .filter((F.col("ev") == END) & (F.col("prev_ev").isNull() | (F.col("prev_ev") == START)))
+             .select("run_id", "design", "member", F.col("ts").alias("stopped_ts"), "restarted_ts",
+                     (F.col("restarted_ts") - F.col("ts")).alias("pause_s"),
+                     F.col("partitions").alias("partitions_before"), "partitions_after"))
+    return attach_change(stops, windows, ts="stopped_ts")

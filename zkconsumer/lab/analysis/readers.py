@@ -1,0 +1,265 @@
+"""Reading run directories: manifests into a runs table, trace lines into records plus a per-file error count.
+
+Trace lines are read as text and parsed with `from_json` under the explicit schema, so a bad line is seen, not
+lost: a torn last line (a killed writer), a line that is not JSON, a field of the wrong type, a missing required
+field, an unknown type or another schema version. Every such line is counted per file with the number and text
+of the first one (`trace_errors`); only good lines go on to the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from zkconsumer.lab.analysis.schemas import (
+    BASE_FIELDS,
+    CORRUPT,
+    MANIFEST_SCHEMA,
+    RECORD_FIELDS,
+    TRACE_ERROR_SCHEMA,
+    TRACE_SCHEMA,
+)
+from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+BAD_TEXT_CHARS = 300  # enough of a bad line to recognise it; a torn line can be long
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the job needs from one run's manifest.json."""
+
+    run_id: str
+    path: Path
+    scenario: str | None
+    case: str | None
+    design: str | None
+    process_mode: str | None
+    repeat: int | None
+    sweep_axis: str | None
+    sweep_value: float | None
+    members: int | None
+    partitions: int | None
+    session_timeout_ms: int | None
+    completed: bool
+    status: str | None
+    started: float | None
+    ended: float | None
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.run_id, str(self.path), self.scenario, self.case, self.design, self.process_mode, self.repeat,
+                self.sweep_axis, self.sweep_value, self.members, self.partitions, self.session_timeout_ms,
+                self.completed, self.status, self.started, self.ended)
+
+
+@dataclass
+class Traces:
+    records: DataFrame  # good lines: run_id, file and the fields the metrics read (RECORD_FIELDS)
+    errors: DataFrame  # one row per trace file (TRACE_ERROR_SCHEMA)
+    lines: int
+    bad_lines: int
+    cached: DataFrame | None = None  # what `records` reads from: unpersist it when done
+
+
+def find_run_dirs(paths: list[Path]) -> list[Path]:
+    """Each path is a run directory (it has manifest.json) or a tree of them (a `lab run --out` directory)."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / "manifest.json").is_file():
+            found.append(path)
+        else:
+            found.extend(sorted(p.parent for p in path.glob("**/manifest.json")))
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return unique
+
+
+def load_run(path: Path) -> RunInfo:
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    definition = manifest.get("scenario_definition") or {}
+    group = definition.get("group") or {}
+    sweep = manifest.get("sweep") or {}
+    axis, value = next(iter(sweep.items()), (None, None))
+    design = manifest.get("design")
+    if design == "zk":
+        timeout = (definition.get("zk") or {}).get("zookeeper.session.timeout.ms")
+    else:
+        timeout = (definition.get("coordinator") or {}).get("session_timeout_ms")
+    members = group.get("members")
+    if axis == "members" and isinstance(value, int | float):
+        members = int(value)
+    return RunInfo(
+        run_id=manifest.get("run_id") or f"{manifest.get('case', path.parent.name)}-{design}",
+        path=path, scenario=manifest.get("scenario"), case=manifest.get("case"), design=design,
+        process_mode=manifest.get("process_mode") or group.get("process_mode"), repeat=manifest.get("repeat"),
+        sweep_axis=axis, sweep_value=float(value) if isinstance(value, int | float) else None,
+        members=members, partitions=sum(int(t.get("partitions", 0)) for t in group.get("topics", [])) or None,
+        session_timeout_ms=int(timeout) if timeout is not None else None,
+        completed=bool(manifest.get("completed")), status=manifest.get("status"),
+        started=manifest.get("started"), ended=manifest.get("ended"))
+
+
+def load_runs(paths: list[Path]) -> list[RunInfo]:
+    runs: list[RunInfo] = []
+    seen: set[str] = set()
+    for path in find_run_dirs(paths):
+        try:
+            run = load_run(path)
+        except (OSError, ValueError) as exc:
+            log.warning("skipping %s: unreadable manifest (%s)", path, exc)
+            continue
+        if run.run_id in seen:  # the same run copied elsewhere: keep both, told apart by their path
+            run = RunInfo(**{**run.__dict__, "run_id": f"{run.run_id}@{path}"})
+        seen.add(run.run_id)
+        runs.append(run)
+    return runs
+
+
+def runs_frame(spark: SparkSession, runs: list[RunInfo]) -> DataFrame:
+    return spark.createDataFrame([r.row() for r in runs], MANIFEST_SCHEMA)
+
+
+def _bad_reason(r: Column, value: Column) -> Column:
+    """Why a line is bad, or null: the first failing check, from the coarsest to the per-type required fields."""
+    known = list(RECORD_TYPES)
+    reason = (F.when(F.trim(value) == "", F.lit("empty line"))
+              .when(r.isNull() | (r["v"].isNull() & r["type"].isNull() & r[CORRUPT].isNotNull()),
+                    F.lit("not JSON (torn or garbled line)"))
+              .when(r[CORRUPT].isNotNull(), F.lit("a field has the wrong type")))
+    for name in BASE_FIELDS:
+        reason = reason.when(r[name].isNull(), F.lit(f"no {name!r}"))
+    reason = (reason.when(r["v"] != SCHEMA_VERSION, F.concat(F.lit("schema version "), r["v"].cast("string")))
+              .when(~r["type"].isin(known), F.concat(F.lit("unknown type "), r["type"])))
+    for type_, fields in RECORD_TYPES.items():
+        for name in fields:
+            reason = reason.when((r["type"] == type_) & r[name].isNull(), F.lit(f"{type_} record without {name}"))
+    return reason
+
+
+def _is_bad(r: Column, value: Column) -> Column:
+    """The same verdict as `_bad_reason`, as one small boolean expression: it runs on every line, where the
+    descriptive CASE (one branch per required field) is too large to be compiled and runs interpreted. The
+    reason is worked out afterwards for the bad lines only."""
+    bad = (F.trim(value) == "") | r.isNull() | r[CORRUPT].isNotNull()
+    for name in BASE_FIELDS:
+        bad = bad | r[name].isNull()
+    bad = bad | (r["v"] != SCHEMA_VERSION) | ~r["type"].isin(list(RECORD_TYPES))
+    for type_, fields in RECORD_TYPES.items():
+        missing = F.lit(False)
+        for name in fields:
+            missing = missing | r[name].isNull()
+        bad = bad | ((r["type"] == type_) & missing)
+    return F.coalesce(bad, F.lit(True))
+
+
+def _parse(value: Column) -> Column:
+    return F.from_json(value, TRACE_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+
+
+def line_reasons(spark: SparkSession, lines: list[str]) -> list[str | None]:
+    """What the reader makes of each line: why it is bad, or None for a good one."""
+    df = spark.createDataFrame([(i, line) for i, line in enumerate(lines)], "i int, value string")
+    rows = df.select("i", _bad_reason(_parse(F.col("value")), F.col("value")).alias("reason")).orderBy("i").collect()
+    return [r["reason"] for r in rows]
+
+
+@contextmanager
+def _split_for(spark: SparkSession, total_bytes: int) -> Iterator[None]:
+    """Input partitions of about a quarter of the data per core while the text source is planned: Spark's default
+    (total / cores, up to 128 MiB) makes as many partitions as cores, and one slow partition then holds the whole
+    parse back; smaller ones balance. Set for the read only, and put back."""
+    key = "spark.sql.files.maxPartitionBytes"
+    previous = spark.conf.get(key)
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    spark.conf.set(key, str(max(1 << 20, total_bytes // (4 * cores))))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, previous)
+
+
+def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
+    """One pass over the text: every line parsed once, checked, and its fields cached column by column; the
+    per-file counts, the line numbers of bad lines and the run of each file then come from the cache."""
+    files = {str(p.resolve()): (run.run_id, p.name) for run in runs
+             for p in sorted((run.path / "traces").glob("*.jsonl"))}
+    columns = [T.StructField("run_id", T.StringType()), T.StructField("file", T.StringType()),
+               *[f for f in TRACE_SCHEMA.fields if f.name in RECORD_FIELDS]]
+    if not files:
+        return Traces(spark.createDataFrame([], T.StructType(columns)),
+                      spark.createDataFrame([], TRACE_ERROR_SCHEMA), 0, 0)
+    # The row id is taken at the scan, before any filter or join: within one input partition it numbers the lines
+    # consecutively, which is what turns it into a line number. Every field comes from one parse per line (the
+    # struct is not inlined into each use: from_json is not a cheap expression).
+    with _split_for(spark, sum(Path(f).stat().st_size for f in files)):
+        text = spark.read.text(list(files))
+    parsed = (text
+              .select(F.col("_metadata.file_path").alias("file_uri"), "value",
+                      F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
+              .withColumn("r", _parse(F.col("value")))
+              .select("file_uri", "_pid", "_mid", _is_bad(F.col("r"), F.col("value")).alias("bad"),
+                      F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
+                      *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
+              .cache())
+    stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),
+                                                    F.count("text").alias("bad")).collect()
+    mapping, offsets, lines = _file_mapping(stats, files)
+    mapping_df = F.broadcast(spark.createDataFrame(mapping, "file_uri string, run_id string, file string"))
+    errors = []
+    bad: dict[str, Any] = {}
+    if any(row["bad"] for row in stats):  # the reasons, for the (few) bad lines only
+        offsets_df = spark.createDataFrame(offsets, "file_uri string, _pid int, base long, first long")
+        bad = {r["file_uri"]: r for r in parsed.filter(F.col("bad"))
+               .join(F.broadcast(offsets_df), ["file_uri", "_pid"])
+               .select("file_uri", (F.col("base") + F.col("_mid") - F.col("first") + 1).alias("line"),
+                       _bad_reason(_parse(F.col("text")), F.col("text")).alias("reason"),
+                       F.substring("text", 1, BAD_TEXT_CHARS).alias("text"))
+               .groupBy("file_uri").agg(F.count(F.lit(1)).alias("bad"),
+                                        F.min(F.struct("line", "reason", "text")).alias("first")).collect()}
+    for uri, run_id, name in mapping:
+        found = bad.get(uri)
+        first = found["first"] if found else None
+        errors.append((run_id, name, lines[uri], found["bad"] if found else 0, first["line"] if first else None,
+                       first["reason"] if first else None, first["text"] if first else None))
+    records = (parsed.filter(~F.col("bad")).join(mapping_df, "file_uri")
+               .select("run_id", "file", *RECORD_FIELDS))
+    return Traces(records, spark.createDataFrame(errors, TRACE_ERROR_SCHEMA), sum(lines.values()),
+                  sum(e[3] for e in errors), parsed)
+
+
+def _file_mapping(stats: list[Any], files: dict[str, tuple[str, str]]):
+    """Spark's file URIs -> (run_id, file name); per (file, input partition), the number of lines before it; and
+    each file's line count.
+
+    Spark splits a large file into input partitions in offset order and numbers partitions in that order, so a
+    file's lines are its partitions' rows taken by partition index."""
+    mapping: list[tuple[str, str, str]] = []
+    offsets: list[tuple[str, int, int, int]] = []
+    lines: dict[str, int] = {}
+    by_file: dict[str, list[Any]] = defaultdict(list)
+    for row in stats:
+        by_file[row["file_uri"]].append(row)
+    for uri, rows in sorted(by_file.items()):
+        local = str(Path(unquote(urlparse(uri).path)).resolve())
+        run_id, name = files.get(local, (None, Path(local).name))
+        if run_id is None:
+            log.warning("trace file %s matches no run directory", uri)
+            continue
+        mapping.append((uri, run_id, name))
+        base = 0
+        for row in sorted(rows, key=lambda x: x["_pid"]):
+            offsets.append((uri, row["_pid"], base, row["first"]))
+            base += row["n"]
+        lines[uri] = base
+    return mapping, offsets, lines

@@ -1,0 +1,35 @@
+"""The scale simulation: what one machine cannot run for real (groups up to N = 10,000), for both designs.
+
+* ZooKeeper design (`simulate_zk`): this project's own connector, listener, ownership, offsets and assignors,
+  executed over the in-memory ZooKeeper on a virtual clock (scheduler.py, zk_env.py, zk_members.py), with an
+  identical-view shortcut for the M² registration reads at large N (views.py).
+* Coordinator design (`simulate_coordinator`): a model of Apache Kafka's GroupCoordinator (coordinator.py).
+* Latencies: per-operation distributions fitted from lab wire records (latency.py, calibrate.py).
+* `sweep(params_grid, spark)`: one Spark task per parameter combination (sweep.py).
+
+docs/simulation.md says what is executed, what is counted, and how the results compare with real lab runs.
+"""
+
+from zkconsumer.lab.sim.coordinator import CoordinatorPrediction, CoordinatorSimConfig, simulate_coordinator
+from zkconsumer.lab.sim.latency import LatencyModel
+from zkconsumer.lab.sim.scheduler import Scheduler, SimulationError
+from zkconsumer.lab.sim.sweep import ROW_FIELDS, SweepPoint, grid, local_session, predict, sweep
+from zkconsumer.lab.sim.zk_sim import ZkPrediction, ZkSimConfig, simulate_zk
+
+__all__ = [
+    "ROW_FIELDS",
+    "CoordinatorPrediction",
+    "CoordinatorSimConfig",
+    "LatencyModel",
+    "Scheduler",
+    "SimulationError",
+    "SweepPoint",
+    "ZkPrediction",
+    "ZkSimConfig",
+    "grid",
+    "local_session",
+    "predict",
+    "simulate_coordinator",
+    "simulate_zk",
+    "sweep",
+]

@@ -1,0 +1,355 @@
+"""A discrete-event scheduler that runs real blocking code under a virtual clock.
+
+Every simulated activity that may block (a member's caller thread, its rebalance watcher, its ZooKeeper event
+thread) is a `Process`: an OS thread that runs only while it holds the *baton*. The scheduler hands the baton to
+one process at a time, in virtual-time order, and waits until that process gives it back, which it does only
+when it blocks in virtual time (`sleep_until`, `block`) or ends. So exactly one process runs at any moment,
+virtual time advances only between steps, and a run is a deterministic function of its inputs: there is no
+wall-clock wait and no OS scheduling decision anywhere in the outcome.
+
+Time is an integer number of nanoseconds, so sums of latencies are exact and associative (the identical-view
+shortcut adds up a whole batch of reads at once and must land on the very nanosecond that one-by-one execution
+reaches). Events at the same time run in the order they were scheduled.
+
+The blocking primitives the real code uses (`threading.Event`, `RLock`, `Condition`) are replaced, on the
+instances that need it, by the virtual ones below; a real lock held across a virtual wait would stall the baton.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+MS = 1_000_000
+S = 1_000_000_000
+# Simulated code is shallow (no deep recursion); a small stack keeps 10,000 parked threads cheap.
+_STACK_BYTES = 1 << 20
+
+
+class SimulationError(RuntimeError):
+    """The simulation itself failed (a process raised, or a virtual primitive was misused)."""
+
+
+class Terminated(BaseException):
+    """Raised at the suspension point of a process the scheduler is tearing down; not an `Exception`, so the real
+    code's `except Exception` handlers let it through."""
+
+
+class Parked(BaseException):
+    """Ends a process whose loop has nothing to do (see `ParkingCondition`)."""
+
+
+class Process:
+    """One simulated thread (created by `Scheduler.spawn`), run by a pooled OS thread (`_Worker`)."""
+
+    __slots__ = ("_terminating", "_token", "alive", "name", "on_exit", "sched", "target", "worker")
+
+    def __init__(self, sched: Scheduler, name: str, target: Callable[[], Any]) -> None:
+        self.sched = sched
+        self.name = name
+        self.target = target
+        self.alive = True
+        self.on_exit: list[Callable[[], None]] = []
+        self._token = 0  # a resume entry in the heap is valid only if it carries the current token
+        self._terminating = False
+        self.worker = sched._worker_for(self)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self.worker.thread
+
+    def suspend(self) -> None:
+        """Give the baton back and wait for the next resume (called on this process's own thread)."""
+        worker = self.worker
+        self.sched.back.release()
+        worker.go.acquire()
+        if self._terminating:
+            raise Terminated
+
+    def __repr__(self) -> str:
+        return f"Process({self.name!r}, alive={self.alive})"
+
+
+class _Worker:
+    """An OS thread that runs processes one after the other. Reusing threads matters: a thread's start and its
+    teardown each need the GIL outside the baton, which costs more than the simulated step itself."""
+
+    __slots__ = ("go", "process", "sched", "thread")
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self.process: Process | None = None
+        self.go = threading.Lock()
+        self.go.acquire()
+        previous = threading.stack_size(_STACK_BYTES)
+        try:
+            self.thread = threading.Thread(target=self._loop, name="sim-worker", daemon=True)
+            self.thread.start()
+        except RuntimeError as exc:  # every simulated thread that is waiting at once holds an OS thread
+            raise SimulationError(f"no OS thread for simulated thread number {len(sched._alive)}: the host's "
+                                  f"limit on threads (kernel.pid_max, RLIMIT_NPROC) is reached ({exc})") from exc
+        finally:
+            threading.stack_size(previous)
+
+    def _loop(self) -> None:
+        sched = self.sched
+        while True:
+            self.go.acquire()  # the first baton of the next process (None: the scheduler is done with us)
+            process = self.process
+            if process is None:
+                return
+            try:
+                if not process._terminating:
+                    process.target()
+            except (Terminated, Parked):
+                pass
+            except BaseException as exc:
+                sched.failure = exc
+            finally:
+                process.alive = False
+                sched._alive.pop(process, None)
+                for callback in process.on_exit:
+                    callback()
+                self.process = None
+                sched._idle.append(self)
+                sched.back.release()
+
+
+class Scheduler:
+    def __init__(self) -> None:
+        self.now = 0
+        self.events = 0
+        self.resumes = 0  # events that passed the baton to a process (the expensive kind)
+        self.failure: BaseException | None = None
+        self.current: Process | None = None
+        self.back = threading.Lock()  # released by a process when it hands the baton back
+        self.back.acquire()
+        self._heap: list[tuple[int, int, Callable[[], None] | None, Process | None, int]] = []
+        self._seq = itertools.count()
+        self._alive: dict[Process, None] = {}
+        self._idle: list[_Worker] = []
+
+    # --- scheduling ----------------------------------------------------------------------------------
+
+    def call_at(self, when: int, fn: Callable[[], None]) -> None:
+        """Run `fn` on the scheduler's thread at `when` (never earlier than now). It must not block."""
+        heapq.heappush(self._heap, (max(when, self.now), next(self._seq), fn, None, 0))
+
+    def call_after(self, delay: int, fn: Callable[[], None]) -> None:
+        self.call_at(self.now + delay, fn)
+
+    def spawn(self, name: str, target: Callable[[], Any], at: int | None = None) -> Process:
+        process = Process(self, name, target)
+        self._alive[process] = None
+        self._resume_at(process, self.now if at is None else at)
+        return process
+
+    def _worker_for(self, process: Process) -> _Worker:
+        worker = self._idle.pop() if self._idle else _Worker(self)
+        worker.process = process
+        return worker
+
+    def _resume_at(self, process: Process, when: int) -> None:
+        process._token += 1  # any earlier resume of this process is now stale
+        heapq.heappush(self._heap, (max(when, self.now), next(self._seq), None, process, process._token))
+
+    def wake(self, process: Process) -> None:
+        """Resume a blocked (or sleeping) process now, replacing whatever resume it was waiting for."""
+        if process.alive:
+            self._resume_at(process, self.now)
+
+    # --- called by processes -------------------------------------------------------------------------
+
+    def running(self) -> Process | None:
+        """The process holding the baton, if the caller is that process's thread (None on the scheduler's)."""
+        current = self.current
+        if current is not None and current.thread is threading.current_thread():
+            return current
+        return None
+
+    def _me(self) -> Process:
+        process = self.running()
+        if process is None:
+            raise SimulationError("a virtual wait outside a simulated process")
+        return process
+
+    def sleep_until(self, when: int) -> None:
+        process = self._me()
+        self._resume_at(process, when)
+        process.suspend()
+
+    def sleep(self, delay: int) -> None:
+        self.sleep_until(self.now + delay)
+
+    def block(self) -> None:
+        """Suspend until somebody calls `wake` for this process."""
+        process = self._me()
+        process._token += 1
+        process.suspend()
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def run(self, until: int | None = None, max_events: int | None = None,
+            stop: Callable[[], bool] | None = None) -> None:
+        """Process events in time order until none is left, the next is after `until`, or `stop()` is true."""
+        heap = self._heap
+        while heap and not (stop is not None and stop()):
+            when, _, fn, process, token = heap[0]
+            if until is not None and when > until:
+                break
+            heapq.heappop(heap)
+            if process is not None and (token != process._token or not process.alive):
+                continue
+            self.now = when
+            self.events += 1
+            if max_events is not None and self.events > max_events:
+                raise SimulationError(f"more than {max_events} events: the simulation does not settle")
+            if fn is not None:
+                fn()
+            else:
+                self.resumes += 1
+                self._resume(process)  # type: ignore[arg-type]
+            if self.failure is not None:
+                failure, self.failure = self.failure, None
+                raise SimulationError(f"a simulated process failed: {failure!r}") from failure
+
+    @property
+    def idle(self) -> bool:
+        return not self._heap
+
+    def _resume(self, process: Process) -> None:
+        self.current = process
+        process.worker.go.release()
+        self.back.acquire()
+        self.current = None
+
+    def live_processes(self) -> list[Process]:
+        return list(self._alive)
+
+    def terminate_all(self) -> None:
+        """End every process still parked (a crashed member's, one waiting on a lock forever): each unwinds from
+        its suspension point with `Terminated`; then every pooled thread ends, so nothing leaks into the next run."""
+        for process in self.live_processes():
+            process._terminating = True
+            for _ in range(1000):  # a `finally` that waits again is resumed (and terminated) again
+                if not process.alive:
+                    break
+                self._resume(process)
+        self.failure = None
+        self._heap.clear()
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.go.release()  # no process assigned: the thread returns
+        for worker in idle:
+            worker.thread.join()
+
+
+class VirtualEvent:
+    """`threading.Event` in virtual time: `wait(timeout)` blocks the calling process, not the OS thread."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self._sched = sched
+        self._flag = False
+        self._waiters: list[Process] = []
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for process in waiters:
+            self._sched.wake(process)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        process = self._sched._me()
+        self._waiters.append(process)
+        try:
+            if timeout is None:
+                self._sched.block()
+            else:
+                self._sched.sleep(max(0, round(timeout * S)))
+        finally:
+            if process in self._waiters:
+                self._waiters.remove(process)
+        return self._flag
+
+
+class VirtualLock:
+    """A (re-entrant, if asked) lock whose waiters block in virtual time; ownership passes in FIFO order."""
+
+    def __init__(self, sched: Scheduler, *, reentrant: bool = False) -> None:
+        self._sched = sched
+        self._reentrant = reentrant
+        self._owner: Process | None = None
+        self._count = 0
+        self._waiters: deque[Process] = deque()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        me = self._sched.running()
+        if self._count == 0:
+            self._owner, self._count = me, 1
+            return True
+        if self._reentrant and self._owner is me:
+            self._count += 1
+            return True
+        if not blocking:
+            return False
+        if me is None:
+            raise SimulationError("the scheduler's thread would block on a virtual lock")
+        self._waiters.append(me)
+        self._sched.block()  # `release` hands us the lock before waking us
+        return True
+
+    def release(self) -> None:
+        if self._count == 0:
+            raise RuntimeError("release of an unlocked virtual lock")
+        self._count -= 1
+        if self._count == 0:
+            self._owner = None
+            if self._waiters:
+                self._owner, self._count = self._waiters.popleft(), 1
+                self._sched.wake(self._owner)
+
+    def locked(self) -> bool:
+        return self._count > 0
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class ParkingCondition:
+    """Stands in for the rebalance listener's `threading.Condition`. The listener's watcher loop waits on it only
+    when it has nothing to do (its 1 s timeout just re-checks the shutdown flag, which `stop()` also notifies), so
+    `wait` ends the watcher process (`Parked`) and `notify_all` starts a fresh one, which re-enters the loop at
+    the top and finds the flags set: the same steps as a thread woken from its wait, with no idle thread per member.
+    The baton already gives mutual exclusion, so entering the condition takes nothing."""
+
+    def __init__(self, on_notify: Callable[[], None]) -> None:
+        self._on_notify = on_notify
+
+    def __enter__(self) -> ParkingCondition:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        raise Parked
+
+    def notify_all(self) -> None:
+        self._on_notify()
+
+    notify = notify_all

@@ -1,0 +1,155 @@
+"""The scale sweep as Spark tasks: one task per parameter combination, one row of predictions for both designs.
+
+    df = sweep({"members": [16, 1000, 10000], "churn": ["join", "leave", "crash"]}, spark)
+
+Each combination (N, partitions, latency scale, churn kind, seed) runs `simulate_zk` and `simulate_coordinator`
+in one task (its own Python worker process), largest groups first so two slots stay busy. A row holds the
+predictions per membership change: requests by operation / API, notifications, time to stable, conflicts,
+failed attempts, and the task's wall time and peak memory (`ru_maxrss` of the worker: exact per task when
+workers are not reused, as `benchmarks/bench_sim.py` runs them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from zkconsumer.lab.sim.coordinator import CoordinatorSimConfig, kafka_latency, simulate_coordinator
+from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel
+from zkconsumer.lab.sim.zk_sim import ZkSimConfig, simulate_zk
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+KAFKA_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    members: int  # N: the group before the change
+    partitions: int = 72
+    latency_scale: float = 1.0  # every round trip multiplied (both designs)
+    churn: str = "join"
+    seed: int = 101
+    shortcut: bool = True
+
+
+def grid(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] | SweepPoint]) -> list[SweepPoint]:
+    """A dict of lists (their cartesian product) or an iterable of points/dicts -> the points, without repeats."""
+    if isinstance(params_grid, Mapping):
+        names = list(params_grid)
+        combos: Iterable[Mapping[str, Any] | SweepPoint] = (
+            dict(zip(names, values, strict=True)) for values in itertools.product(*(params_grid[n] for n in names)))
+    else:
+        combos = params_grid
+    known = {f.name for f in fields(SweepPoint)}
+    points = []
+    for combo in combos:
+        if isinstance(combo, SweepPoint):
+            points.append(combo)
+            continue
+        unknown = set(combo) - known
+        if unknown:
+            raise ValueError(f"unknown sweep parameter(s) {sorted(unknown)}; known: {sorted(known)}")
+        points.append(SweepPoint(**combo))
+    return list(dict.fromkeys(points))
+
+
+def _column(op: str) -> str:
+    """getData -> get_data, FindCoordinator -> find_coordinator."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in op).lstrip("_")
+
+
+ZK_OPS = tuple(WIRE_OP.values())
+ROW_FIELDS: tuple[tuple[str, str], ...] = (
+    ("members", "int"), ("partitions", "int"), ("latency_scale", "double"), ("churn", "string"), ("seed", "int"),
+    ("shortcut", "boolean"),
+    ("zk_requests", "long"), *((f"zk_{_column(op)}", "long") for op in ZK_OPS), ("zk_notifications", "long"),
+    ("zk_accounted_requests", "long"), ("zk_time_to_stable_s", "double"), ("zk_settled", "boolean"),
+    ("zk_rebalances", "int"), ("zk_attempts", "int"), ("zk_failed_attempts", "int"), ("zk_conflicts", "int"),
+    ("zk_failures", "int"), ("zk_partitions_moved", "int"), ("zk_counted_reads", "long"),
+    ("zk_executed_reads", "long"),
+    ("coord_requests", "long"), ("coord_coordination", "long"),
+    *((f"coord_{_column(api)}", "long") for api in KAFKA_APIS),
+    ("coord_time_to_stable_s", "double"), ("coord_settled", "boolean"), ("coord_generations", "int"),
+    ("coord_partitions_moved", "int"),
+    ("zk_wall_s", "double"), ("coord_wall_s", "double"), ("peak_rss_mb", "double"),
+)
+
+
+def predict(point: SweepPoint) -> dict[str, Any]:
+    """Both designs for one combination, as one flat row (`ROW_FIELDS`)."""
+    zk = simulate_zk(ZkSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
+                                 seed=point.seed, latency=LatencyModel(scale=point.latency_scale),
+                                 shortcut=point.shortcut))
+    began = time.perf_counter()
+    co = simulate_coordinator(CoordinatorSimConfig(members=point.members, partitions=point.partitions,
+                                                   churn=point.churn, seed=point.seed,
+                                                   latency=kafka_latency(scale=point.latency_scale)))
+    row: dict[str, Any] = {**asdict(point), "zk_requests": zk.requests, "zk_notifications": zk.notifications,
+                           "zk_accounted_requests": zk.accounted_requests, "zk_time_to_stable_s": zk.time_to_stable_s,
+                           "zk_settled": zk.settled, "zk_rebalances": zk.rebalances, "zk_attempts": zk.attempts,
+                           "zk_failed_attempts": zk.failed_attempts, "zk_conflicts": zk.conflicts,
+                           "zk_failures": zk.failures, "zk_partitions_moved": zk.partitions_moved,
+                           "zk_counted_reads": zk.counted_reads,
+                           "zk_executed_reads": zk.executed_reads, "zk_wall_s": zk.wall_s}
+    for op in ZK_OPS:
+        row[f"zk_{_column(op)}"] = zk.requests_by_op.get(op, 0)
+    row.update(coord_requests=sum(co.requests_by_api.values()), coord_coordination=co.coordination,
+               coord_time_to_stable_s=co.time_to_stable_s, coord_settled=co.settled,
+               coord_generations=co.generations, coord_partitions_moved=co.partitions_moved,
+               coord_wall_s=round(time.perf_counter() - began, 3),
+               peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+    for api in KAFKA_APIS:
+        row[f"coord_{_column(api)}"] = co.requests_by_api.get(api, 0)
+    return {name: row[name] for name, _ in ROW_FIELDS}
+
+
+def schema() -> Any:
+    from pyspark.sql.types import BooleanType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
+
+    types = {"int": IntegerType(), "long": LongType(), "double": DoubleType(), "string": StringType(),
+             "boolean": BooleanType()}
+    return StructType([StructField(name, types[kind], nullable=True) for name, kind in ROW_FIELDS])
+
+
+def _row(point: SweepPoint) -> tuple:
+    row = predict(point)
+    return tuple(row[name] for name, _ in ROW_FIELDS)
+
+
+def local_session(cores: int = 2, *, reuse_workers: bool = True) -> SparkSession:
+    """A `local[cores]` session whose Python workers run this interpreter (the one with this project and its
+    dependencies; Spark's default is whatever `python3` is on PATH). `reuse_workers=False` gives each task a fresh
+    worker process, so a row's `peak_rss_mb` is that task's own peak."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read once, when the context starts
+    session = (SparkSession.builder.master(f"local[{cores}]").appName("zkconsumer-sim")
+               .config("spark.python.worker.reuse", str(reuse_workers).lower())
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(cores)).getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def sweep(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] | SweepPoint],
+          spark: SparkSession) -> DataFrame:
+    """One Spark task per combination; returns a DataFrame with one row per combination (`ROW_FIELDS`), in the
+    order the tasks are scheduled: largest groups first. It is not sorted by Spark: a sort samples its input in
+    a job of its own, which would run every simulation twice."""
+    points = sorted(grid(params_grid), key=lambda p: (-p.members, -p.partitions, p.churn, p.latency_scale, p.seed))
+    if not points:
+        raise ValueError("an empty sweep")
+    context = spark.sparkContext
+    # The workers must run this interpreter (it has the project and its dependencies); PySpark reads the
+    # attribute when a job is submitted, so this also fixes a session started with another `python3`.
+    context.pythonExec = sys.executable
+    rows = context.parallelize(points, numSlices=len(points)).map(_row)
+    return spark.createDataFrame(rows, schema())

@@ -1,0 +1,222 @@
+"""The identical-view shortcut: compute once what members with provably identical views would each compute.
+
+In one rebalance attempt a member lists the ids dir, lists /brokers/topics, reads **every** member's registration
+(M reads: the M² of the herd over the group) and runs the assignor over the result. At N = 10,000 executing
+those 10⁸ reads and 10⁴ assignments is out of reach, and it is also pointless: members that read the same
+registrations compute the same thing.
+
+What replaces the registration reads of one attempt (`build_context`, installed as the listener's
+`build_assignment_context`; the ids and topics listings before and the partition-map read after stay real
+requests):
+
+1. If the group's view changed since this member's listing was applied (`SimServer.view_epoch`), nothing is
+   shared: the reads run one by one, exactly as the listener would run them.
+2. Otherwise the M reads are a batch: M latencies drawn from the member's stream (the very draws one-by-one
+   execution would make), the member sleeps until the last reply, and the M `getData` are *counted* (server and
+   client counters) instead of sent. If the view changes while the batch is in flight, the member wakes at that
+   instant: the reads already applied keep the old view, the read in flight and the rest are executed one by one
+   from there (so a registration that vanished fails the attempt as the real read would).
+3. The registrations of one epoch are decoded once (`SharedView`), the assignment context of one (view,
+   partitions) is built once, and `assign_group` runs once per context: an assignor's group result depends only
+   on the group's threads and partitions, which are the same for every member of the view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from rebalance.assignment import Assignment, AssignmentContext
+from zkconsumer.zookeeper import codecs, layout
+
+if TYPE_CHECKING:
+    from zkconsumer.lab.sim.zk_env import SimServer
+    from zkconsumer.lab.sim.zk_members import SimMember
+
+
+@dataclass
+class SharedView:
+    """What every member reading the registrations at one view epoch gets (for one topic list)."""
+
+    epoch: int
+    members: tuple[str, ...]
+    subscriptions: dict[str, dict[str, int]]
+    topics: set[str] = dataclasses.field(default_factory=set)
+    error_at: int | None = None  # index of the first registration whose read would fail
+    fail: Callable[[], object] | None = None  # raises that read's error (a fresh exception for each member)
+    contexts: dict[tuple, tuple[AssignmentContext, dict[str, Assignment] | None]] = dataclasses.field(
+        default_factory=dict)
+
+
+@dataclass
+class ShortcutStats:
+    batches: int = 0  # attempts whose registration reads were counted as a batch
+    counted_reads: int = 0  # registration reads counted, not executed
+    executed_reads: int = 0  # registration reads sent to the server (own ones, and all of them without a batch)
+    views: int = 0  # distinct views decoded
+    assignments: int = 0  # assign_group runs
+
+
+class ViewCache:
+    def __init__(self, group: str, exclude_internal_topics: bool) -> None:
+        self.group = group
+        self.exclude_internal_topics = exclude_internal_topics
+        self.stats = ShortcutStats()
+        self._views: dict[tuple[int, tuple[str, ...]], SharedView] = {}
+        self.partition_maps: dict[tuple[str, int], list[int]] = {}
+
+    def view(self, member: SimMember, members: list[str], all_topics: list[str]) -> SharedView:
+        """The registrations as they are now (the epoch of `members`), decoded once per epoch and topic list."""
+        server = member.world.server
+        key = (server.view_epoch, tuple(all_topics))
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) > 8:  # old epochs are never read again once the group moved on
+                self._views.clear()
+            view = self._views[key] = self._decode(server, members, all_topics)
+            self.stats.views += 1
+        return view
+
+    def _decode(self, server: SimServer, members: list[str], all_topics: list[str]) -> SharedView:
+        view = SharedView(server.view_epoch, tuple(members), {})
+        for index, member_id in enumerate(members):
+            path = layout.registration_path(self.group, member_id)
+            read = functools.partial(_subscription, path, server.peek(path), all_topics, self.exclude_internal_topics)
+            try:
+                view.subscriptions[member_id] = read()
+            except Exception:  # the real read fails here too (unreadable data): the batch stops at this index
+                view.error_at, view.fail = index, read
+                break
+        view.topics = {t for subscription in view.subscriptions.values() for t in subscription}
+        return view
+
+
+def build_context(member: SimMember) -> AssignmentContext:
+    """Stands in for `ZKRebalancerListener.build_assignment_context` (same requests, same order, same result)."""
+    store = member.listener.store
+    members = store.member_ids()
+    all_topics = store.all_topics()
+    found = _registrations(member, members, all_topics)
+    if isinstance(found, SharedView):
+        return _member_context(member, found, _partitions(member, found.topics))
+    topics = {t for subscription in found.values() for t in subscription}
+    return AssignmentContext.build(member.consumer_id, found, store.partitions_for_topics(topics))
+
+
+def _registrations(member: SimMember, members: list[str], all_topics: list[str]) -> SharedView | dict[str, dict]:
+    """The M registration reads of one attempt: a shared view when provably identical, else read one by one."""
+    world = member.world
+    cache = world.views
+    client = member.client
+    sched = world.sched
+
+    def read(member_id: str) -> dict[str, int]:
+        registration = member.listener.store.registration(member_id)
+        return registration.topic_streams(all_topics, cache.exclude_internal_topics)
+
+    if client.ids_epoch_seen != world.server.view_epoch:
+        return {m: read(m) for m in members}
+    view = cache.view(member, members, all_topics)
+    limit = len(members) if view.error_at is None else view.error_at + 1
+    interrupted: list[int] = []
+    if limit and not client.instant and sched.running() is not None:  # untimed requests draw no latency
+        start = sched.now
+        total, last, state = client.sampler.span("getData", limit)
+        last_apply = start + total - last + last // 2
+        me = sched.running()
+
+        def changed() -> None:
+            if not interrupted and sched.now <= last_apply:
+                interrupted.append(sched.now)
+                sched.wake(me)  # type: ignore[arg-type]
+
+        stop = world.server.on_view_change(changed)
+        try:
+            sched.sleep_until(start + total)
+        finally:
+            stop()
+    if not interrupted:
+        _count_reads(member, limit)
+        if view.fail is not None:
+            view.fail()
+        cache.stats.batches += 1
+        return view
+    # The view changed at `interrupted[0]`: the reads applied before saw the old view; the one in flight and the
+    # rest run for real, on the timeline the batch already drew (the same draws one-by-one execution makes).
+    rtts = client.sampler.replay(state, "getData", limit)
+    ends = list(accumulate(rtts, initial=start))  # ends[k]: read k is sent; ends[k + 1]: its reply is back
+    applies = [ends[k] + rtts[k] // 2 for k in range(limit)]
+    done = bisect_left(applies, interrupted[0])
+    _count_reads(member, done)
+    result = {m: view.subscriptions[m] for m in members[:done]}
+    for k in range(done, len(members)):
+        if k < limit:
+            client.sampler.preset = (applies[k], ends[k + 1])
+        result[members[k]] = read(members[k])
+    return result
+
+
+def _subscription(path: str, raw: bytes | None, all_topics: list[str], exclude: bool) -> dict[str, int]:
+    """What `store.registration(m).topic_streams(...)` makes of a registration node's data."""
+    return codecs.decode_registration(path, raw).topic_streams(all_topics, exclude)
+
+
+def _count_reads(member: SimMember, n: int) -> None:
+    """The reads the batch stands for, on the server's and the client's counters (what the wire would show)."""
+    member.world.views.stats.counted_reads += n
+    if n:
+        member.world.server.count(member.client.session_id, "get_data", n)  # type: ignore[arg-type]
+        member.client._count("get_data", n)
+
+
+def _partitions(member: SimMember, topics: set[str]) -> dict[str, list[int]]:
+    """`ZkGroupStore.partitions_for_topics` (the same requests), decoding each version of a topic's node once:
+    10,000 members decoding a 10,000-partition map each would cost more than the rest of the simulation."""
+    cache = member.world.views
+    result = {}
+    for topic in topics:
+        path = layout.topic_path(topic)
+        found = member.client.get(path)
+        if found is None:
+            result[topic] = []
+            continue
+        key = (path, found[1].mzxid)
+        decoded = cache.partition_maps.get(key)
+        if decoded is None:
+            decoded = cache.partition_maps[key] = codecs.decode_topic_partitions(path, found[0])
+        result[topic] = decoded
+    return result
+
+
+def _member_context(member: SimMember, view: SharedView, partitions: Mapping[str, list[int]]) -> AssignmentContext:
+    key = tuple(sorted((t, id(p)) for t, p in partitions.items()))  # decoded maps are shared: one id per version
+    entry = view.contexts.get(key)
+    if entry is None:
+        base = AssignmentContext.build("", view.subscriptions, partitions)
+        entry = view.contexts[key] = (base, None)
+    base = entry[0]
+    own = view.subscriptions.get(member.consumer_id, {})
+    mine = AssignmentContext.build(member.consumer_id, {member.consumer_id: own}, {}).my_topic_thread_ids
+    context = dataclasses.replace(base, consumer_id=member.consumer_id, my_topic_thread_ids=mine)
+    member.shared_context[id(context)] = (view, key)
+    return context
+
+
+def assign(member: SimMember, context: AssignmentContext) -> dict[str, Assignment]:
+    """Stands in for `ZKRebalancerListener.assign`: one `assign_group` per shared context. The result is shared
+    read-only (the listener only reads it: its own part is copied by `Ownership.install`)."""
+    shared = member.shared_context.pop(id(context), None)
+    if shared is None:
+        return member.listener.assignor.assign_group(context)
+    view, key = shared
+    base, result = view.contexts[key]
+    if result is None:
+        result = member.listener.assignor.assign_group(context)
+        view.contexts[key] = (base, result)
+        member.world.views.stats.assignments += 1
+    return result

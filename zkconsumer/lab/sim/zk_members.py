@@ -1,0 +1,190 @@
+"""One simulated member: this project's `ZookeeperConsumerConnector` (with `NoFetchers`) whose threads are
+simulated processes and whose ZooKeeper client runs in virtual time.
+
+Nothing of the connector or the listener is re-implemented. What is swapped, on the instances only:
+
+* the ZooKeeper client (`zk_factory`): a `SimZkClient`, whose callbacks go to this member's event process;
+* the listener's blocking primitives: `_cond` (a `ParkingCondition`: the watcher thread becomes a process that
+  ends when it would wait and is started again by the next trigger), `_shutting_down` (a `VirtualEvent`: the
+  rebalance backoff sleeps in virtual time), `rebalance_lock` (a re-entrant `VirtualLock`), and `start`/`join`
+  (start no OS thread; join waits in virtual time);
+* the connector's `_watch_lock` and `_closing` (held or waited on across ZooKeeper calls);
+* with the shortcut, the listener's `build_assignment_context` and `assign` (views.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rebalance.events import EventKind, MemberEvent, MemberState
+from rebalance.listener import ZKRebalancerListener
+from zkconsumer.config import ConsumerConfig
+from zkconsumer.connector import ZookeeperConsumerConnector
+from zkconsumer.lab.sim import views
+from zkconsumer.lab.sim.scheduler import ParkingCondition, Process, VirtualEvent, VirtualLock
+from zkconsumer.lab.sim.zk_env import SimZkClient
+from zkconsumer.members import NoFetchers
+from zkconsumer.zookeeper import layout
+
+if TYPE_CHECKING:
+    from zkconsumer.lab.sim.zk_sim import ZkWorld
+
+# Event kinds `accounted_requests` (zkconsumer.lab.join_cost) adds up.
+ACCOUNTED = ("attempt_begin", "release", "claim", "rollback")
+
+
+class SimMember:
+    def __init__(self, world: ZkWorld, name: str, *, chroot_checks: bool = False) -> None:
+        self.world = world
+        self.name = name
+        self.consumer_id = f"{world.config.group}_{name}"
+        self.chroot_checks = chroot_checks
+        latency, seed = world.config.latency, world.config.seed
+        # Separate streams, so that one process's draws never shift another's (shortcut and one-by-one runs then
+        # draw identically even when a notification lands in the middle of a batch).
+        self.sampler = latency.sampler(seed, name)
+        self.recipe_sampler = latency.sampler(seed, f"{name}#watch")
+        self.notify_sampler = latency.sampler(seed, f"{name}#notify")
+        self.connector: ZookeeperConsumerConnector | None = None
+        self.client: SimZkClient
+        self.listener: ZKRebalancerListener
+        self.crashed = False
+        self.owning_at: int | None = None  # virtual time of the last transition to `owning`
+        self.shared_context: dict[int, Any] = {}
+        self._callbacks: deque[Callable[[], None]] = deque()
+        self._event_process: Process | None = None
+        self._watcher: Process | None = None
+        self._watcher_done: VirtualEvent | None = None
+        self._last_delivery = 0
+        self.processes: list[Process] = []  # the live ones are ended by a crash
+
+    # --- building ------------------------------------------------------------------------------------
+
+    def config(self) -> ConsumerConfig:
+        c = self.world.config
+        return ConsumerConfig.from_properties({
+            "group.id": c.group, "zookeeper.connect": "sim:2181", "consumer.id": self.name, "client.id": self.name,
+            "zookeeper.session.timeout.ms": c.session_timeout_ms, "rebalance.backoff.ms": c.backoff_ms,
+            "rebalance.max.retries": c.max_retries, "partition.assignment.strategy": c.strategy,
+            # Rebalance-only members consume nothing: their offsets stay -1 and auto-commit would write nothing;
+            # off, it starts no thread.
+            "auto.commit.enable": False,
+        })
+
+    def build(self) -> ZookeeperConsumerConnector:
+        """Construct the connector (its client connects: in a process, with virtual time) and wire it in."""
+        connector = ZookeeperConsumerConnector(self.config(), zk_factory=self._zk_factory, fetcher_factory=NoFetchers)
+        self.connector = connector
+        sched = self.world.sched
+        listener = self.listener = connector.listener
+        listener._cond = ParkingCondition(self._triggered)  # type: ignore[assignment]
+        listener._shutting_down = VirtualEvent(sched)  # type: ignore[assignment]
+        listener.rebalance_lock = VirtualLock(sched, reentrant=True)  # type: ignore[assignment]
+        listener.start = self._start_watcher  # type: ignore[method-assign]
+        listener.join = self._join_watcher  # type: ignore[method-assign]
+        connector._watch_lock = VirtualLock(sched)  # type: ignore[assignment]
+        connector._closing = VirtualEvent(sched)  # type: ignore[assignment]
+        if self.world.config.shortcut:
+            listener.build_assignment_context = functools.partial(views.build_context, self)  # type: ignore[method-assign]
+            listener.assign = functools.partial(views.assign, self)  # type: ignore[method-assign]
+        connector.add_event_listener(self._on_event)
+        return connector
+
+    def _zk_factory(self, config: ConsumerConfig, consumer_id: str) -> SimZkClient:
+        self.client = SimZkClient(
+            self.world.server, sampler=self.sampler, recipe_sampler=self.recipe_sampler, deliver=self.deliver,
+            session_timeout_ms=config.zookeeper_session_timeout_ms, log_id=consumer_id,
+            ids_path=layout.ids_dir(config.group_id), chroot_checks=self.chroot_checks)
+        self.client.instant = self.world.instant
+        self.client.on_registration_read = self._registration_read
+        return self.client
+
+    def _registration_read(self) -> None:
+        self.world.views.stats.executed_reads += 1
+
+    # --- the member's threads as processes -----------------------------------------------------------
+
+    def deliver(self, callback: Callable[[], None]) -> None:
+        """`dispatch=` of the client: a callback reaches the event process after a notification delay, in order."""
+        sched = self.world.sched
+        delay = 0 if self.world.instant else self.notify_sampler.notification()
+        when = max(sched.now + delay, self._last_delivery)  # kazoo's event thread keeps the server's order
+        self._last_delivery = when
+        sched.call_at(when, lambda: self._enqueue(callback))
+
+    def _enqueue(self, callback: Callable[[], None]) -> None:
+        if self.crashed:
+            return
+        if self.world.instant:  # the settled group's start: nothing waits, so run it on the scheduler's thread
+            callback()
+            return
+        self._callbacks.append(callback)
+        if self._event_process is None or not self._event_process.alive:
+            self._event_process = self.spawn("events", self._run_callbacks)
+
+    def _run_callbacks(self) -> None:
+        # kazoo's event thread: one callback at a time, in order; the process ends when there is nothing to run.
+        while self._callbacks and not self.crashed:
+            self._callbacks.popleft()()
+
+    def _start_watcher(self) -> None:
+        """`listener.start()`: a real watcher would start and wait at once; a process starts only when triggered."""
+        self.listener._thread = self  # type: ignore[assignment]  # `listener.started` checks it is set
+        listener = self.listener
+        if listener._triggered or listener._session_renewed or listener._tasks:
+            self._triggered()
+
+    def is_alive(self) -> bool:  # `listener.watcher_alive` reads `_thread.is_alive()`
+        return self._watcher is not None and self._watcher.alive
+
+    def _triggered(self) -> None:
+        """The listener's condition was notified: run its watcher loop if it is not running already."""
+        if self.crashed or self.listener._thread is None or self.is_alive():
+            return
+        done = self._watcher_done = VirtualEvent(self.world.sched)
+        self._watcher = self.spawn("watcher", self.listener._watch)
+        self._watcher.on_exit.append(done.set)
+
+    def _join_watcher(self, timeout: float = 10.0) -> bool:
+        if self.is_alive() and self._watcher_done is not None:
+            self._watcher_done.wait(timeout)
+        return not self.is_alive()
+
+    def spawn(self, role: str, target: Callable[[], Any], at: int | None = None) -> Process:
+        self.processes = [p for p in self.processes if p.alive]
+        process = self.world.sched.spawn(f"{self.name}-{role}", target, at)
+        self.processes.append(process)
+        return process
+
+    # --- churn ---------------------------------------------------------------------------------------
+
+    def join(self, streams: dict[str, int]) -> None:
+        """In a process: the lab's `ZkMember.start()` for a rebalance-only member."""
+        self.build().create_message_streams(streams)
+
+    def leave(self) -> None:
+        """In a process: the graceful leave (`shutdown()`: the session closes, the nodes vanish)."""
+        assert self.connector is not None
+        self.connector.shutdown()
+
+    def crash(self) -> None:
+        """kill -9: the member stops at once; its session lives on until the server expires it."""
+        self.crashed = True
+        self.client.crashed = True
+        self._callbacks.clear()
+        for process in self.processes:
+            process._terminating = True  # it unwinds at its next resume; requests already sent still arrive
+
+    # --- observation ---------------------------------------------------------------------------------
+
+    def _on_event(self, event: MemberEvent) -> None:
+        if event.kind == EventKind.STATE and event.data.get("state") == MemberState.OWNING:
+            self.owning_at = self.world.sched.now
+        self.world.record(self, event)
+
+    @property
+    def state(self) -> str:
+        return str(self.listener.state)

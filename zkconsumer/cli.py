@@ -27,7 +27,7 @@ class OneLineErrors(click.Group):
     Command groups listed in `LAZY` are imported only when invoked (or listed in --help), so a command that
     does not need them (the lab's many member processes, for one) does not pay for their imports."""
 
-    LAZY = {"lab": "zkconsumer.lab.cli:lab"}
+    LAZY = {"lab": "zkconsumer.lab.cli:lab", "watch": "zkconsumer.watch.cli:watch"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])

@@ -157,13 +157,17 @@ class ZkOperations:
 
     # --- watches ---------------------------------------------------------------------------------------
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, initial: bool = True) -> WatchHandle:
+    def watch_children(self, path: str, callback: Callable[[list[str]], None], *, initial: bool = True,
+                       create_missing: bool = True) -> WatchHandle:
         """Call `callback(children)` on every change (and now, if `initial`); re-armed after reconnects.
 
-        The path is created if missing. `initial=False` gives zkclient's subscribeChildChanges semantics."""
+        The path is created if missing. `initial=False` gives zkclient's subscribeChildChanges semantics.
+        `create_missing=False` is for read-only observers (`zkconsumer watch`): nothing is created, and on a
+        missing path (or once the node is deleted) the watch ends without calling `callback`."""
         handle = WatchHandle()
         counted = self._counting(handle, "children", path, lambda children, *_: callback(list(children)), initial)
-        self.ensure_path(path)
+        if create_missing:
+            self.ensure_path(path)
         self._install_children_watch(path, counted)
         return handle
 

@@ -1,0 +1,148 @@
+"""The live view in a real terminal (tmux): it shows a joining member and its partitions within 2 s, holds one
+ZooKeeper watch per node it shows, makes no writes, and leaves no process, tmux server or session behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from zkconsumer.embedded.process import four_letter_word
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed: this test drives the view in a real terminal")
+
+TOPIC = "watch-live-events"
+GROUP = "live"
+
+
+class Tmux:
+    """A tmux server of our own (its own socket), so the test never touches anyone else's sessions."""
+
+    def __init__(self) -> None:
+        # tmux socket paths must be short (sun_path is ~100 bytes); pytest's tmp_path can be longer.
+        self.dir = Path(tempfile.mkdtemp(prefix="zkw-"))
+        self.socket = self.dir / "tmux.sock"
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True, timeout=10,
+                              check=check)
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "view").stdout
+
+    def alive(self) -> bool:
+        return self.run("has-session", "-t", "view", check=False).returncode == 0
+
+    def close(self) -> None:
+        if self.socket.exists():
+            self.run("kill-server", check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    session = Tmux()
+    yield session
+    session.close()
+
+
+def wait_for_screen(tmux: Tmux, condition: Callable[[str], bool], timeout: float, message: str) -> str:
+    """Poll capture-pane (bounded) until `condition(screen)`; on timeout fail showing the last screen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = tmux.screen()
+        if condition(screen):
+            return screen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}; screen:\n{screen}")
+        time.sleep(0.05)
+
+
+def mntr(port: int) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in four_letter_word(port, "mntr").splitlines() if "\t" in line)
+
+
+def data_watches_of(port: int, session: str) -> list[str]:
+    """Paths of the data watches `session` holds (`wchc`; ZooKeeper reports data watches only)."""
+    paths, current = [], None
+    for line in four_letter_word(port, "wchc").splitlines():
+        if line.startswith("0x"):
+            current = line.strip()
+        elif line.startswith("\t") and current == session:
+            paths.append(line.strip())
+    return paths
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server, members, tmux, tmp_path):
+    port = zk_server.nodes[0].client_port
+    chroot = "/" + cluster.zookeeper_connect.split("/", 1)[1]
+    cluster.create_topic(TOPIC, partitions=4)
+    members(GROUP, "a").create_message_streams({TOPIC: 1})
+    wait_for(lambda: set(zk.owners(GROUP).values()) == {"live_a-0"} and len(zk.owners(GROUP)) == 4,
+             message="live_a owns all four partitions")
+    zk.create(f"/consumers/{GROUP}/offsets/{TOPIC}/0", b"0")  # a committed offset: the offsets dir exists
+    wait_for(lambda: mntr(port).get("zk_watch_count") == mntr(port).get("zk_watch_count"), message="steady")
+    before = mntr(port)
+
+    op_counts = tmp_path / "ops.json"
+    command = (f"{sys.executable} -m zkconsumer watch --zookeeper {cluster.zookeeper_connect} --group {GROUP} "
+               f"--op-counts {op_counts}")
+    tmux.run("new-session", "-d", "-x", "160", "-y", "50", "-s", "view", "-c", str(tmp_path), command)
+    pane_pid = int(tmux.run("display-message", "-p", "-t", "view", "#{pane_pid}").stdout)
+    screen = wait_for_screen(tmux, lambda s: "live_a    owning 4" in s or "live_a  owning 4" in s, 30,
+                             "the view to show live_a owning all four partitions")
+    session = re.search(r"session (0x[0-9a-f]+)", screen).group(1)
+
+    # One watch per node shown: data watches on the topic and on each partition's owner and offset node (exists
+    # watches where the node is missing), child watches on the group dir, ids, owners and offsets (4).
+    base = f"{chroot}/consumers/{GROUP}"
+    expected_data = sorted([f"{chroot}/brokers/topics/{TOPIC}"] + [f"{base}/{kind}/{TOPIC}/{p}" for kind in
+                                                                   ("owners", "offsets") for p in range(4)])
+    assert sorted(data_watches_of(port, session)) == expected_data
+    held = int(mntr(port)["zk_watch_count"]) - int(before["zk_watch_count"])
+    assert held == len(expected_data) + 4, f"the view holds {held} watches"
+
+    joined = time.monotonic()
+    members(GROUP, "b").create_message_streams({TOPIC: 1})  # returns once live_b has claimed its partitions
+
+    def shows_b(s: str) -> bool:
+        rows = [line.split() for line in s.splitlines()]
+        return (["live_b", "owning", "2", f"{TOPIC}:1", f"{TOPIC}:2,3"] in rows
+                and all([TOPIC, str(p), "live_b-0"] == r[:3] for r in rows for p in (2, 3) if r[:2] == [TOPIC, str(p)]))
+
+    screen = wait_for_screen(tmux, shows_b, 2.0, "live_b and its partitions 2 and 3")
+    shown_after = time.monotonic() - joined
+    assert "member joined live_b" in screen
+    print(f"live_b shown {shown_after:.2f} s after its join returned")
+
+    tmux.run("send-keys", "-t", "view", "q")
+    wait_for(lambda: not tmux.alive(), timeout=10, message="the view to quit and its tmux session to end")
+    wait_for(lambda: not pid_alive(pane_pid), timeout=10, message="the view's process to exit")
+    assert tmux.run("list-sessions", check=False).returncode != 0  # the tmux server exited with its last session
+
+    counts = json.loads(op_counts.read_text())
+    assert not {k: v for k, v in counts.items() if k in ("create", "set_data", "delete")}, counts
+    assert counts["get_children"] > 0 and counts["get_data"] > 0
+    # Its session is gone: the view's watches and connection are released (live_b added one connection).
+    after = mntr(port)
+    assert int(after["zk_num_alive_connections"]) == int(before["zk_num_alive_connections"]) + 1
+    assert data_watches_of(port, session) == []

@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean java mutate mutate-report
+.PHONY: demo lesson test lint bench clean java mutate mutate-report
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,15 @@ java:
 
 demo: java $(STAMP)
 	$(VENV)/bin/zkconsumer demo
+
+# The guided lab's page (docs/LESSON.md, docs/lesson.md): the short lesson scenario on both designs (the lab run
+# starts and stops its own ZooKeeper and broker), then one page replaying its membership change step by step.
+LESSON_OUT ?= .zkconsumer/lesson
+
+lesson: java $(STAMP)
+	rm -rf $(LESSON_OUT)
+	$(VENV)/bin/zkconsumer lab run lesson --design both --out $(LESSON_OUT)
+	$(VENV)/bin/zkconsumer lab lesson $(LESSON_OUT) --out $(LESSON_OUT)/lesson.html
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

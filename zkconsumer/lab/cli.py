@@ -79,6 +79,36 @@ def _echo_errors(exc: ScenarioError) -> None:
         click.echo(f"error: {line}", err=True)
 
 
+@lab.command("analyze")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="report directory: tables/ (Parquet) and report.html")
+@click.option("--predict-to", type=click.IntRange(1), default=1024, show_default=True, metavar="N",
+              help="simulate joins up to this group size next to the real runs")
+@click.option("--no-predict", is_flag=True, help="skip the scale simulation")
+def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_predict: bool) -> None:
+    """Analyse lab runs with PySpark (local[2]): Parquet tables and a self-contained HTML report.
+
+    Each RUN_DIR is a run directory or a `lab run --out` tree of them. The same job runs under spark-submit:
+    spark-submit zkconsumer/lab/analysis/job.py RUN_DIR... --out DIR (docs/analysis.md)."""
+    from rich.console import Console
+
+    from zkconsumer.lab.analysis.job import analyze
+
+    console = Console(stderr=True)
+    try:
+        with console.status("Spark: reading traces and computing the tables ...", spinner="dots"):
+            result = analyze(list(run_dirs), out_dir, predict_to=None if no_predict else predict_to)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"{result.runs} runs, {result.trace_lines} trace lines ({result.bad_lines} bad) in "
+               f"{result.seconds:.1f} s")
+    if result.bad_lines:
+        click.echo(f"bad trace lines: see {result.tables['trace_errors']} and the report")
+    click.echo(f"tables: {result.out_dir / 'tables'}")
+    click.echo(f"report: {result.report}")
+
+
 @lab.command("run")
 @click.argument("scenario")
 @click.option("--design", type=click.Choice(["zk", "coordinator", "both"]), default="both", show_default=True)
@@ -105,3 +135,24 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
                                f"{len(found.cases())} cases before --values/--repeats")
     LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
                bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port).run_cli()
+
+
+@lab.command("lesson")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("lesson.html"),
+              show_default=True, help="the HTML page to write")
+@click.option("--case", default=None, help="the case to replay (default: the first with both designs)")
+@click.option("--step", "churn_step", type=click.IntRange(0), default=None,
+              help="the churn step to replay (default: the first)")
+def lab_lesson(run_dir: Path, out: Path, case: str | None, churn_step: int | None) -> None:
+    """A self-contained page replaying one membership change of RUN_DIR (a `lab run` output) step by step on
+    both designs, side by side (docs/lesson.md)."""
+    from zkconsumer.lab.lesson import LessonError, build_lesson, write_lesson
+
+    try:
+        lesson = build_lesson(run_dir, case=case, step=churn_step)
+    except LessonError as exc:
+        raise click.ClickException(str(exc)) from None
+    path = write_lesson(lesson, out)
+    counts = ", ".join(f"{d}: {len(r.steps)} steps" for d, r in lesson.designs.items())
+    click.echo(f"lesson: {path.resolve()} ({lesson.case}, churn step {lesson.change_index}; {counts})")

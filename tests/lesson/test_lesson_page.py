@@ -1,0 +1,201 @@
+"""The lesson page end to end: the shipped `lesson` scenario run once on both designs (real ZooKeeper, tansu and
+member processes), the step builder checked against the raw traces, and the page driven in headless Chromium:
+the slider moved through every step while the state machine box and both owner tables are read back from the
+DOM and compared with what the traces say. A screenshot of the page is saved as a test artifact."""
+
+from __future__ import annotations
+
+import html
+import json
+import linecache
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zkconsumer.lab.lesson import Lesson, build_lesson, most_interesting, write_lesson
+from zkconsumer.lab.lesson.model import REPO_ROOT, short_thread
+from zkconsumer.lab.lesson.replay import load_records
+from zkconsumer.lab.scenario import shipped_scenario
+from zkconsumer.lab.session import LabSession
+
+pytestmark = pytest.mark.slow
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_TIMEOUT_S = 90.0
+
+
+@pytest.fixture(scope="module")
+def lesson_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of the shipped lesson scenario on both designs, shared by every test of this module."""
+    scenario = shipped_scenario("lesson")
+    out = tmp_path_factory.mktemp("lesson-run")
+    summaries = LabSession(scenario, scenario.cases(), ["zk", "coordinator"], out).run()
+    assert [s.completed for s in summaries] == [True, True]
+    return out
+
+
+@pytest.fixture(scope="module")
+def lesson(lesson_run: Path) -> Lesson:
+    return build_lesson(lesson_run)
+
+
+def _window(lesson: Lesson, design: str) -> tuple[list[dict[str, Any]], float, float]:
+    replay = lesson.designs[design]
+    records = load_records(replay.run_dir)
+    start = replay.change["ts"]
+    return records, start, start + replay.steps[-1].t
+
+
+def zk_owners_at(records: list[dict[str, Any]], ts: float) -> dict[str, str]:
+    """Owner nodes from the members' own claim/release/rollback events, folded up to `ts` (no lesson code)."""
+    owners: dict[str, str] = {}
+    for r in records:
+        if r["ts"] > ts + 1e-9:
+            break
+        if r["type"] != "member_event" or r["kind"] not in ("claim", "release", "rollback"):
+            continue
+        p = f"{r['topic']}/{r['partition']}"
+        if r["kind"] == "claim" and r.get("ok"):
+            owners[p] = short_thread(r["thread"])
+        elif r["kind"] == "release" or (r["kind"] == "rollback" and owners.get(p, "").startswith(r["member"] + "-")):
+            owners.pop(p, None)
+    return owners
+
+
+def coordinator_owners_at(records: list[dict[str, Any]], ts: float) -> dict[str, str]:
+    """partition -> "member (gen g)" from the members' generation records folded up to `ts`."""
+    held: dict[str, tuple[int, list[str]]] = {}
+    for r in records:
+        if r["ts"] > ts + 1e-9:
+            break
+        if r["type"] == "generation":
+            held[r["member"]] = (r["generation"], r["partitions"] if r["kind"] == "assigned" else [])
+    return {p: f"{m} (gen {g})" for m, (g, parts) in held.items() for p in parts}
+
+
+def test_the_step_builder_follows_the_traces(lesson: Lesson) -> None:
+    assert set(lesson.designs) == {"zk", "coordinator"}
+    for design, replay in lesson.designs.items():
+        steps = replay.steps
+        assert steps[0].kind == "change" and any(s.kind == "stable" for s in steps), design
+        assert [s.t for s in steps] == sorted(s.t for s in steps)
+        for step in steps:  # every link names the line where the function or class is defined
+            assert step.code is not None and step.title and step.explain
+            source = linecache.getline(str(REPO_ROOT / step.code.path), step.code.line)
+            assert re.match(rf"\s*(async\s+)?(def|class)\s+{re.escape(step.code.name.split('.')[-1])}\b", source), \
+                (step.code, source)
+    assert len(lesson.timeline) == sum(len(r.steps) for r in lesson.designs.values())
+
+    # ZooKeeper design: owners after every step as the members' events say; counters as the proxy saw them
+    records, start, end = _window(lesson, "zk")
+    for step in lesson.designs["zk"].steps:
+        ts = start + step.t
+        assert {p: n["thread"] for p, n in step.state["owners"].items()} == zk_owners_at(records, ts), step.title
+    window = [r for r in records if r["type"] == "wire" and r.get("proto") == "zk" and start <= r["ts"] <= end]
+    final = lesson.designs["zk"].steps[-1].state["counters"]
+    assert final["ZooKeeper requests"] == sum(r["kind"] == "request" for r in window) > 0
+    notifications = [s for s in lesson.designs["zk"].steps if s.kind == "notify"]
+    assert final["watch notifications"] == len(notifications) == sum(r["kind"] == "event" for r in window)
+    initial_members = shipped_scenario("lesson").group.members
+    assert {s.member for s in notifications} == {f"m{i}" for i in range(initial_members)}  # the fan-out
+    assert max(s.state["counters"]["partitions unowned"] for s in lesson.designs["zk"].steps) > 0
+    assert final["partitions unowned"] == 0
+
+    # coordinator design: Stable -> PreparingRebalance -> CompletingRebalance -> Stable, one generation more
+    replay = lesson.designs["coordinator"]
+    states = [replay.initial["group"]["state"]] + [s.state["group"]["state"] for s in replay.steps]
+    visited = [x for i, x in enumerate(states) if i == 0 or states[i - 1] != x]
+    assert visited == ["Stable", "PreparingRebalance", "CompletingRebalance", "Stable"]
+    records, start, end = _window(lesson, "coordinator")
+    assigned = [r["generation"] for r in records if r["type"] == "generation" and r["kind"] == "assigned"]
+    assert replay.steps[-1].state["group"]["generation"] == max(assigned) == replay.initial["group"]["generation"] + 1
+    coordination = [r for r in records if r["type"] == "wire" and r.get("proto") == "kafka" and r["kind"] == "request"
+                    and r.get("api_name") in ("JoinGroup", "SyncGroup", "LeaveGroup") and start <= r["ts"] <= end]
+    assert replay.steps[-1].state["counters"]["coordination requests"] == len(coordination) > 0
+
+
+def _run_browser(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Chromium in its own process group, which is killed whatever happens (helpers included)."""
+    proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                             "--no-first-run", "--mute-audio", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=BROWSER_TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+# Appended to a copy of the page: moves the slider through every position the way a user does (an `input`
+# event on the range), and writes what the page then shows into the DOM for --dump-dom.
+DRIVER = """<script>
+(function () {
+  const out = [], slider = document.getElementById('slider');
+  const owners = (id) => Object.fromEntries([...document.querySelectorAll('#' + id + ' tr[data-partition]')]
+    .map((tr) => [tr.dataset.partition, tr.querySelector('td.owner').textContent]));
+  for (let p = 0; p <= Number(slider.max); p++) {
+    slider.value = p; slider.dispatchEvent(new Event('input'));
+    const box = document.getElementById('coord-state');
+    out.push({p, position: document.getElementById('position').textContent, state: box.dataset.state,
+      on: box.querySelector('.on') && box.querySelector('.on').textContent, generation: box.dataset.generation,
+      zk: owners('zk-owners'), coordinator: owners('coord-owners'), title: document.querySelector('#current .title')
+        .textContent});
+  }
+  const pre = document.createElement('pre'); pre.id = 'lesson-test-out';
+  pre.textContent = JSON.stringify({max: Number(slider.max), errors: window.__errors, positions: out});
+  document.body.appendChild(pre);
+})();
+</script>"""
+ERRORS = "<script>window.__errors = []; addEventListener('error', (e) => __errors.push(String(e.message)));</script>"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
+def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path) -> None:
+    page = write_lesson(lesson, tmp_path / "lesson.html")
+    text = page.read_text(encoding="utf-8")
+    assert "http://" not in text.replace("http://www.w3.org/", "") and "https://" not in text  # no network needed
+    driven = tmp_path / "driven.html"
+    driven.write_text(text.replace("<head>", "<head>" + ERRORS, 1).replace("</body>", DRIVER + "</body>", 1))
+    result = _run_browser([f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
+                           "--dump-dom", driven.as_uri()])
+    found = re.search(r'<pre id="lesson-test-out">(.*?)</pre>', result.stdout, re.S)
+    assert found, f"no driver output; chromium exit {result.returncode}: {result.stderr[-2000:]}"
+    shown = json.loads(html.unescape(found.group(1)))
+    assert shown["errors"] == [] and shown["max"] == len(lesson.timeline)
+
+    zk_records, zk_start, _ = _window(lesson, "zk")
+    co_records, co_start, _ = _window(lesson, "coordinator")
+    last = {"zk": -1, "coordinator": -1}
+    for p, dom in enumerate(shown["positions"]):
+        if p:
+            entry = lesson.timeline[p - 1]
+            last[entry["design"]] = entry["index"]
+        zk_ts = zk_start + (lesson.designs["zk"].steps[last["zk"]].t if last["zk"] >= 0 else 0.0)
+        co_ts = co_start + (lesson.designs["coordinator"].steps[last["coordinator"]].t if last["coordinator"] >= 0
+                            else 0.0)
+        zk_expected = zk_owners_at(zk_records, zk_ts) if last["zk"] >= 0 else zk_owners_at(zk_records, zk_start)
+        assert {k: v for k, v in dom["zk"].items() if v != "none"} == zk_expected, (p, dom["title"])
+        assert {k: v for k, v in dom["coordinator"].items() if v != "none"} == coordinator_owners_at(co_records,
+                                                                                                    co_ts), p
+        replay = lesson.designs["coordinator"]
+        group = (replay.steps[last["coordinator"]].state if last["coordinator"] >= 0 else replay.initial)["group"]
+        assert dom["state"] == dom["on"] == group["state"], (p, dom["title"])
+        assert dom["generation"] == str(group["generation"]), p
+    assert {d["state"] for d in shown["positions"]} >= {"Stable", "PreparingRebalance", "CompletingRebalance"}
+    assert len({json.dumps(d["zk"], sort_keys=True) for d in shown["positions"]}) > 2  # the owner table moved
+
+    position = most_interesting(lesson)
+    shot = tmp_path / "lesson.png"
+    result = _run_browser([f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1500,1300",
+                           f"--screenshot={shot}", f"{page.as_uri()}#step={position}"])
+    assert shot.exists() and shot.stat().st_size > 10_000, result.stderr[-2000:]
+    print(f"lesson page screenshot (step {position}): {shot}")

@@ -1,0 +1,210 @@
+"""The lesson page's stylesheet and player, inlined into every page (it must open with no network).
+
+The player only renders the states `steps.py` computed: slider position 0 is the moment of the change, position
+i > 0 is the i-th step of the merged timeline; each design shows its state after its latest step at or before
+that position. `#step=N` in the address opens the page at position N.
+"""
+
+CSS = r"""
+* { box-sizing: border-box; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d2330; background: #f5f6f8; }
+header { padding: 10px 18px; background: #1d2330; color: #fff; }
+header h1 { font-size: 18px; margin: 0 0 2px; } header p { margin: 0; color: #b9c0cf; }
+#controls { display: flex; gap: 8px; align-items: center; padding: 10px 18px; background: #fff;
+  border-bottom: 1px solid #dde; position: sticky; top: 0; z-index: 2; }
+#controls button { font-size: 15px; min-width: 36px; }
+#slider { flex: 1; }
+#position { font-variant-numeric: tabular-nums; min-width: 210px; text-align: right; }
+#current { margin: 10px 18px; padding: 10px 14px; background: #fff; border-left: 6px solid #888; }
+#current.zk { border-color: #2f7d4a; } #current.coordinator { border-color: #2b5fa8; }
+#current .title { font-weight: 600; font-size: 16px; } #current .why { color: #444; }
+#current .where { font-size: 12px; color: #555; margin-top: 4px; } #current code { background: #eef; }
+#current ul { margin: 4px 0 0; padding-left: 18px; font: 12px monospace; max-height: 90px; overflow: auto; }
+main { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; padding: 0 18px 18px; }
+section.pane { background: #fff; padding: 10px 14px; border-top: 5px solid #2f7d4a; opacity: 1; }
+section.pane.coordinator { border-color: #2b5fa8; }
+section.pane.idle { opacity: .8; }
+section.pane h2 { font-size: 16px; margin: 0 0 6px; }
+.counters { display: flex; gap: 10px; flex-wrap: wrap; margin: 6px 0; }
+.counter { background: #f0f2f6; padding: 4px 8px; border-radius: 4px; }
+.counter b { font-size: 18px; display: block; font-variant-numeric: tabular-nums; }
+.counter.hot b { color: #b3261e; }
+svg.diagram { width: 100%; height: auto; background: #fafbfc; border: 1px solid #e4e6ea; }
+svg text { font: 12px system-ui, sans-serif; }
+.states { display: flex; gap: 4px; margin: 6px 0; }
+.states div { flex: 1; text-align: center; padding: 6px 2px; border: 2px solid #ccd; border-radius: 6px;
+  color: #889; font-size: 12px; }
+.states div.on { border-color: #2b5fa8; background: #2b5fa8; color: #fff; font-weight: 600; }
+table { border-collapse: collapse; width: 100%; font-size: 12px; margin: 6px 0; }
+td, th { border-bottom: 1px solid #eee; padding: 2px 6px; text-align: left; }
+tr.changed td { background: #fff4c2; } td.none { color: #b3261e; font-weight: 600; }
+pre.tree { font-size: 12px; background: #f7f7f9; padding: 6px; margin: 6px 0; max-height: 420px; overflow: auto; }
+.orphan { color: #b3261e; }
+ol.log { font-size: 12px; max-height: 200px; overflow: auto; padding-left: 28px; margin: 6px 0; }
+ol.log li { cursor: pointer; } ol.log li.done { color: #667; } ol.log li.now { font-weight: 700; color: #000;
+  background: #fff4c2; } ol.log li.future { color: #aab; }
+.cols { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
+"""
+
+JS = r"""
+const L = JSON.parse(document.getElementById('lesson-data').textContent);
+const STATES = ['Empty', 'PreparingRebalance', 'CompletingRebalance', 'Stable'];
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
+let pos = 0, timer = null;
+
+function latest(design, p) {  // index of the design's latest step at or before slider position p, or -1
+  let found = -1;
+  for (let i = 0; i < p; i++) if (L.timeline[i].design === design) found = L.timeline[i].index;
+  return found;
+}
+function stateOf(design, idx) { const d = L.designs[design]; return idx < 0 ? d.initial : d.steps[idx].state; }
+
+function counters(el, c, prev) {
+  el.innerHTML = Object.entries(c).map(([k, v]) =>
+    `<div class="counter${prev && prev[k] !== v ? ' hot' : ''}" data-counter="${esc(k)}"><b>${v}</b>${esc(k)}</div>`)
+    .join('');
+}
+function ownerTable(el, rows, prevRows) {
+  el.innerHTML = '<tr><th>partition</th><th>owner</th></tr>' + rows.map(([p, o]) => {
+    const changed = prevRows && (prevRows.get(p) || '') !== (o || '');
+    return `<tr data-partition="${esc(p)}"${changed ? ' class="changed"' : ''}><td>${esc(p)}</td>` +
+      `<td class="owner${o ? '' : ' none'}">${o ? esc(o) : 'none'}</td></tr>`;
+  }).join('');
+}
+function diagram(svg, server, members, marks, step) {
+  const h = Math.max(120, 34 * members.length + 20), rows = {};
+  let out = `<rect x="10" y="${h / 2 - 24}" width="120" height="48" rx="6" fill="#e8ecf3" stroke="#778"/>` +
+    `<text x="70" y="${h / 2 + 4}" text-anchor="middle" font-weight="600">${esc(server)}</text>`;
+  members.forEach((m, i) => {
+    const y = 14 + i * 34; rows[m] = y + 13;
+    const mark = marks[m] || {};
+    out += `<rect x="330" y="${y}" width="170" height="26" rx="4" fill="${mark.fill || '#fff'}" stroke="#99a"/>` +
+      `<text x="338" y="${y + 17}">${esc(m)} ${esc(mark.text || '')}</text>` +
+      (mark.dot ? `<circle cx="490" cy="${y + 13}" r="6" fill="#d97706"><title>notified</title></circle>` : '');
+  });
+  let color = '#333';
+  if (step && step.arrow && (rows[step.arrow.src] || rows[step.arrow.dst])) {
+    const a = step.arrow;
+    color = {notify: '#d97706', conflict: '#b3261e', write: '#2f7d4a', read: '#667', request: '#2b5fa8',
+      response: '#2b5fa8'}[a.tone] || color;
+    const y1 = rows[a.src] || h / 2, y2 = rows[a.dst] || h / 2;
+    const x1 = rows[a.src] ? 330 : 130, x2 = rows[a.dst] ? 330 : 130;
+    out += `<line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" stroke="${color}" stroke-width="3" ` +
+      `marker-end="url(#arr-${svg.id})"/>` +
+      `<text x="${(x1 + x2) / 2}" y="${(y1 + y2) / 2 - 6}" text-anchor="middle" fill="${color}">${esc(a.label)}</text>`;
+  }
+  svg.setAttribute('viewBox', `0 0 510 ${h}`);
+  svg.innerHTML = `<defs><marker id="arr-${svg.id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" ` +
+    `markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="${color}"/></marker></defs>` + out;
+}
+function stepLog(el, design, idx) {
+  const steps = L.designs[design].steps;
+  const cls = (i) => (i < idx ? 'done' : i === idx ? 'now' : 'future');
+  el.innerHTML = steps.map((s, i) => `<li data-index="${i}" class="${cls(i)}">` +
+    `+${s.t.toFixed(3)} s ${esc(s.title)}</li>`).join('');
+  const now = el.querySelector('li.now');
+  if (now) el.scrollTop = now.offsetTop - el.offsetTop - 60;
+}
+
+function renderZk(idx, current) {
+  const s = stateOf('zk', idx), prev = idx >= 0 ? stateOf('zk', idx - 1) : null;
+  $('zk-pane').classList.toggle('idle', !current);
+  counters($('zk-counters'), s.counters, prev && prev.counters);
+  const prevRows = prev && new Map(Object.entries(prev.owners).map(([p, n]) => [p, n.thread]));
+  ownerTable($('zk-owners'), s.partitions.map((p) => [p, s.owners[p] ? s.owners[p].thread : null]), prevRows);
+  const members = Object.keys(s.members), marks = {};
+  members.forEach((m) => {
+    const st = s.members[m].status || '';
+    marks[m] = {text: st, dot: s.notified.includes(m),
+      fill: st.startsWith('backoff') ? '#fde2e1' : st.startsWith('rebalancing') ? '#fff4c2' : '#fff'};
+  });
+  diagram($('zk-diagram'), 'ZooKeeper', members, marks, current ? L.designs.zk.steps[idx] : null);
+  const group = L.designs.zk.group, topics = {};
+  s.partitions.forEach((p) => { const t = p.slice(0, p.lastIndexOf('/')); (topics[t] = topics[t] || []).push(p); });
+  let tree = `/consumers/${group}\n  ids/\n` + Object.entries(s.ids).map(([m, n]) =>
+    `    ${m}${n.orphan ? ' <span class="orphan">(dead session, not expired yet)</span>' : ''}\n`).join('');
+  tree += '  owners/\n' + Object.entries(topics).map(([t, ps]) => `    ${t}/\n` + ps.map((p) => {
+    const n = s.owners[p];
+    const dead = n && n.orphan ? ' <span class="orphan">(dead session)</span>' : '';
+    return `      ${p.slice(t.length + 1)} → ${n ? esc(n.thread) + dead : '<span class="orphan">(no node)</span>'}\n`;
+  }).join('')).join('');
+  tree += '  offsets/\n' + Object.entries(topics).map(([t, ps]) => `    ${t}/\n` + ps.map((p) =>
+    `      ${p.slice(t.length + 1)} = ${p in s.offsets ? s.offsets[p] : '—'}` +
+    `${p in s.consumed ? ' (handed out up to ' + (s.consumed[p] - 1) + ')' : ''}\n`).join('')).join('');
+  $('zk-tree').innerHTML = tree;
+  stepLog($('zk-log'), 'zk', idx);
+}
+
+function renderCoord(idx, current) {
+  const s = stateOf('coordinator', idx), prev = idx >= 0 ? stateOf('coordinator', idx - 1) : null;
+  $('coord-pane').classList.toggle('idle', !current);
+  const box = $('coord-state');
+  box.dataset.state = s.group.state; box.dataset.generation = s.group.generation ?? '';
+  box.innerHTML = STATES.map((x) => `<div class="${x === s.group.state ? 'on' : ''}">${x}</div>`).join('');
+  $('coord-generation').textContent = s.group.generation ?? '—';
+  counters($('coord-counters'), s.counters, prev && prev.counters);
+  const owner = (st) => { const m = new Map();
+    Object.entries(st.members).forEach(([n, v]) => v.partitions.forEach((p) => m.set(p, `${n} (gen ${v.generation})`)));
+    return m; };
+  const now = owner(s);
+  ownerTable($('coord-owners'), s.partitions.map((p) => [p, now.get(p) || null]), prev && owner(prev));
+  const members = Object.keys(s.members), marks = {};
+  members.forEach((m) => { const v = s.members[m];
+    marks[m] = {text: `${v.phase}${v.generation !== null ? ' g' + v.generation : ''}`,
+      fill: v.phase === 'joining' ? '#fff4c2' : v.phase === 'syncing' ? '#e3ecfb' : '#fff'}; });
+  diagram($('coord-diagram'), 'coordinator', members, marks, current ? L.designs.coordinator.steps[idx] : null);
+  stepLog($('coord-log'), 'coordinator', idx);
+}
+
+function render() {
+  const entry = pos > 0 ? L.timeline[pos - 1] : null;
+  if (L.designs.zk) renderZk(latest('zk', pos), entry && entry.design === 'zk');
+  if (L.designs.coordinator) renderCoord(latest('coordinator', pos), entry && entry.design === 'coordinator');
+  $('slider').value = pos;
+  $('position').textContent = `step ${pos} / ${L.timeline.length}` +
+    (entry ? `, +${entry.t.toFixed(3)} s` : ', the change');
+  const cur = $('current');
+  cur.className = entry ? entry.design : '';
+  if (!entry) {
+    cur.innerHTML = `<div class="title">Before the change: ${esc(L.change)}</div><div class="why">Move the slider ` +
+      'or press play. Each step is one record of the run\'s traces; both designs start at their own change.</div>';
+  } else {
+    const s = L.designs[entry.design].steps[entry.index];
+    const where = s.code ? `<a href="${esc(s.code.href)}">${esc(s.code.path)}:${s.code.line}</a> ` +
+      `<code>${esc(s.code.name)}</code>` : '';
+    const name = entry.design === 'zk' ? 'ZooKeeper' : 'coordinator';
+    cur.innerHTML = `<div class="title">[${name}] ${esc(s.title)}</div>` +
+      `<div class="why">${esc(s.explain)}</div><div class="where">in this repo: ${where}` +
+      `${s.kafka && s.kafka !== '—' ? ' · Kafka: <code>' + esc(s.kafka) + '</code>' : ''}</div>` +
+      (s.detail.length ? '<ul>' + s.detail.map((d) => `<li>${esc(d)}</li>`).join('') + '</ul>' : '');
+  }
+}
+function go(p) { pos = Math.max(0, Math.min(L.timeline.length, p)); render(); }
+function play() {
+  if (timer) { clearInterval(timer); timer = null; $('play').textContent = 'play'; return; }
+  if (pos >= L.timeline.length) pos = 0;
+  $('play').textContent = 'pause';
+  timer = setInterval(() => { if (pos >= L.timeline.length) play(); else go(pos + 1); }, Number($('speed').value));
+}
+$('slider').max = L.timeline.length;
+$('slider').addEventListener('input', (e) => go(Number(e.target.value)));
+$('first').onclick = () => go(0); $('prev').onclick = () => go(pos - 1);
+$('next').onclick = () => go(pos + 1); $('last').onclick = () => go(L.timeline.length);
+$('play').onclick = play;
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'ArrowRight') go(pos + 1);
+  else if (e.key === 'ArrowLeft') go(pos - 1);
+  else if (e.key === ' ') { e.preventDefault(); play(); }
+});
+for (const [design, log] of [['zk', 'zk-log'], ['coordinator', 'coord-log']]) {
+  if (!L.designs[design]) {
+    $(log).closest('section').innerHTML += '<p>This design was not run for this case.</p>';
+    continue;
+  }
+  $(log).addEventListener('click', (e) => { const li = e.target.closest('li'); if (!li) return;
+    const i = L.timeline.findIndex((x) => x.design === design && x.index === Number(li.dataset.index)); go(i + 1); });
+}
+const m = /step=(\d+)/.exec(location.hash);
+go(m ? Number(m[1]) : 0);
+"""

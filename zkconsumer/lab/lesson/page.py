@@ -1,0 +1,125 @@
+"""Render a `Lesson` as one self-contained HTML page: the steps as embedded JSON, the player inlined.
+
+    write_lesson(build_lesson(Path("results/lesson")), Path("lesson.html"))
+
+No network is needed to open it: no CDN, no fonts, no external script. Source links are relative to where the
+page is written (`../rebalance/listener.py#L305`), so they resolve from a checkout.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from zkconsumer.lab.lesson.assets import CSS, JS
+from zkconsumer.lab.lesson.model import REPO_ROOT, Lesson
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{css}</style></head>
+<body>
+<header><h1>{title}</h1><p>{subtitle}</p></header>
+<div id="controls">
+  <button id="first" title="the change">|&lt;</button><button id="prev" title="previous step (←)">◀</button>
+  <button id="play" title="play / pause (space)">play</button><button id="next" title="next step (→)">▶</button>
+  <button id="last" title="the end">&gt;|</button>
+  <input id="slider" type="range" min="0" max="0" value="0" aria-label="step">
+  <select id="speed" title="play speed"><option value="900">slow</option><option value="450" selected>normal</option>
+    <option value="150">fast</option></select>
+  <span id="position"></span>
+</div>
+<div id="current"></div>
+<main>
+<section class="pane zk" id="zk-pane">
+  <h2>ZooKeeper design <small>(0.8 ZookeeperConsumerConnector; orange dot: notified)</small></h2>
+  <div class="counters" id="zk-counters"></div>
+  <svg class="diagram" id="zk-diagram"></svg>
+  <div class="cols"><div><h3>znodes</h3><pre class="tree" id="zk-tree"></pre></div>
+  <div><h3>owners</h3><table id="zk-owners"></table></div></div>
+  <h3>steps</h3><ol class="log" id="zk-log"></ol>
+</section>
+<section class="pane coordinator" id="coord-pane">
+  <h2>coordinator design <small>(broker-side GroupCoordinator)</small></h2>
+  <div class="counters" id="coord-counters"></div>
+  <div>group state, generation <b id="coord-generation">—</b></div>
+  <div class="states" id="coord-state"></div>
+  <svg class="diagram" id="coord-diagram"></svg>
+  <h3>owners (members' assignments)</h3><table id="coord-owners"></table>
+  <h3>steps</h3><ol class="log" id="coord-log"></ol>
+</section>
+</main>
+<footer style="padding: 0 18px 18px; color: #555">{footer}</footer>
+<script type="application/json" id="lesson-data">{data}</script>
+<script>{js}</script>
+</body></html>
+"""
+
+
+def lesson_data(lesson: Lesson, page_dir: Path) -> dict[str, Any]:
+    designs: dict[str, Any] = {}
+    for design, replay in lesson.designs.items():
+        manifest = json.loads((replay.run_dir / "manifest.json").read_text(encoding="utf-8"))
+        designs[design] = {
+            "initial": replay.initial, "steps": [s.to_json(page_dir) for s in replay.steps],
+            "stable_s": replay.stable_s, "group": _group(replay.steps),
+            "run_dir": str(replay.run_dir), "completed": bool(manifest.get("completed")),
+        }
+    change = next(iter(lesson.designs.values())).change
+    what = f"{change['action']} {', '.join(change['members'])}" + (" (restart)" if change.get("restart") else "")
+    return {"scenario": lesson.scenario, "case": lesson.case, "change": what, "change_step": lesson.change_index,
+            "designs": designs, "timeline": lesson.timeline}
+
+
+def _group(steps: list[Any]) -> str:
+    """The ZooKeeper group name as the page's tree shows it, from the first /consumers/<group> path seen."""
+    for step in steps:
+        for text in (step.title, *step.detail):
+            if "/consumers/" in text:
+                return text.split("/consumers/", 1)[1].split("/", 1)[0]
+    return "<group>"
+
+
+def render(lesson: Lesson, page_dir: Path) -> str:
+    data = lesson_data(lesson, page_dir)
+    stable = ", ".join(f"{d}: {r.stable_s:.2f} s" if r.stable_s is not None else f"{d}: not before the next change"
+                       for d, r in lesson.designs.items())
+    title = f"Rebalance lesson: {lesson.scenario} / {lesson.case}, churn step {lesson.change_index}"
+    subtitle = (f"{data['change']} — replayed from the run's traces on both designs; time to stable {stable}. "
+                "← → step, space plays.")
+    docs = Path("docs/lesson.md")
+    runs = html.escape(", ".join(str(r.run_dir) for r in lesson.designs.values()))
+    footer = (f"Built by <code>zkconsumer lab lesson</code> from {runs}. How the steps and the coordinator's "
+              f"states are derived: <a href=\"{html.escape(_rel(REPO_ROOT / docs, page_dir))}\">docs/lesson.md</a>.")
+    # `</` inside a script element would end it early: JSON allows the escaped form.
+    payload = json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")
+    return PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), css=CSS, js=JS, data=payload,
+                       footer=footer)
+
+
+def _rel(target: Path, page_dir: Path) -> str:
+    return os.path.relpath(target, page_dir)
+
+
+def write_lesson(lesson: Lesson, out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(lesson, out.resolve().parent), encoding="utf-8")
+    return out
+
+
+def most_interesting(lesson: Lesson) -> int:
+    """The slider position to show first in a screenshot: the most ZooKeeper partitions unowned at once (the
+    gap the 0.8 design leaves between release and claim), with the coordinator's state at that time."""
+    best, best_score = 0, -1
+    focus = "zk" if "zk" in lesson.designs else "coordinator"  # a coordinator-only lesson: its most unowned
+    for position, entry in enumerate(lesson.timeline, start=1):
+        if entry["design"] != focus:
+            continue
+        state = lesson.designs[focus].steps[entry["index"]].state
+        score = len(state.get("unowned", ())) * 10 + len(state.get("notified", ()))
+        if score > best_score:
+            best, best_score = position, score
+    return best

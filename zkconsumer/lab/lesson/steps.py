@@ -1,0 +1,45 @@
+"""Build a lesson from one lab case: both designs' steps, merged on one timeline.
+
+    lesson = build_lesson(Path("results/lesson"))     # a `lab run --out` directory, a case or a run directory
+    lesson.designs["zk"].steps[3].title, lesson.designs["coordinator"].steps[-1].state["group"]
+
+Each design's time starts at its own membership change (the two designs run one after the other, on the same
+schedule), so the slider walks both replays side by side on a common "seconds since the change" axis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zkconsumer.lab.lesson.coord_steps import build_coordinator
+from zkconsumer.lab.lesson.model import DesignReplay, Lesson, LessonError, find_runs
+from zkconsumer.lab.lesson.replay import change_window, load_records
+from zkconsumer.lab.lesson.zk_steps import build_zk
+
+BUILDERS = {"zk": build_zk, "coordinator": build_coordinator}
+DESIGN_ORDER = ("zk", "coordinator")
+
+
+def build_design(run_dir: Path, design: str, step: int | None = None) -> DesignReplay:
+    records = load_records(run_dir)
+    if not records:
+        raise LessonError(f"{run_dir}: no trace records")
+    window = change_window(records, step)
+    initial, steps = BUILDERS[design](records, window)
+    return DesignReplay(design, run_dir, window.changes[0], initial, steps, window.stable_s)
+
+
+def build_lesson(path: Path, *, case: str | None = None, step: int | None = None) -> Lesson:
+    """`step`: the churn step to replay (docs/scenarios.md numbers them from 0); default the first one."""
+    pair = find_runs(path, case)
+    designs = {d: build_design(pair.runs[d], d, step) for d in DESIGN_ORDER if d in pair.runs}
+    manifest = next(iter(pair.manifests.values()))
+    change_step = next(iter(designs.values())).change["step"]
+    return Lesson(manifest.get("scenario", "?"), manifest.get("case", "?"), change_step, designs,
+                  merge_timeline(designs))
+
+
+def merge_timeline(designs: dict[str, DesignReplay]) -> list[dict[str, object]]:
+    """Every step of every design, ordered by time since its change (ties: the ZooKeeper design first)."""
+    entries = [(s.t, DESIGN_ORDER.index(d), i) for d, replay in designs.items() for i, s in enumerate(replay.steps)]
+    return [{"design": DESIGN_ORDER[order], "index": i, "t": t} for t, order, i in sorted(entries)]

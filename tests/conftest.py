@@ -110,3 +110,14 @@ def members(cluster):
     yield start
     for connector in started:
         connector.shutdown()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The one SparkSession of the test run (local[2], no UI, its Python workers on this interpreter): a session
+    takes seconds to start, so the analysis and simulation tests share it."""
+    from zkconsumer.lab.sim.sweep import local_session
+
+    session = local_session(2)
+    yield session
+    session.stop()

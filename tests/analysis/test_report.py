@@ -53,7 +53,7 @@ def test_the_report_needs_no_network(analysed: AnalysisResult) -> None:
 def test_the_charts_render_in_headless_chromium(analysed: AnalysisResult, tmp_path: Path) -> None:
     html = analysed.report.read_text(encoding="utf-8")
     figures = int(re.search(r"data-figures='(\d+)'", html).group(1))
-    assert figures == 5  # two herd curves, the latency boxes, one timeline per design
+    assert figures == 6  # two herd curves, the latency boxes, one timeline per design, the predictions
     uri = analysed.report.resolve().as_uri()
     dom = chromium(tmp_path, "--dump-dom", uri)
     assert dom.returncode == 0, dom.stderr[-2000:]

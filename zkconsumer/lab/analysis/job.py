@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zkconsumer.lab.analysis import predictions as sim
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
 from zkconsumer.lab.analysis.report import TANSU_NOTE, ReportData, Timeline, render
@@ -70,8 +71,13 @@ def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_ME
     return spark
 
 
-def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = None) -> AnalysisResult:
-    """Read every run under `run_dirs`, write OUT/tables/<name>/ (Parquet) and OUT/report.html."""
+def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = None, *,
+            predict_to: int | None = sim.PREDICT_TO) -> AnalysisResult:
+    """Read every run under `run_dirs`, write OUT/tables/<name>/ (Parquet) and OUT/report.html.
+
+    With `predict_to` (None: no simulation), the scale simulation predicts every run of one member joining a
+    settled group and the group sizes above them up to `predict_to` (predictions.py): tables `predictions` (one
+    sweep row per N) and `prediction_comparison` (observed next to predicted, per run and metric)."""
     began = time.monotonic()
     spark = spark or session()
     runs = load_runs([Path(p) for p in run_dirs])
@@ -88,6 +94,8 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         df.write.mode("overwrite").parquet(str(paths[name]))
     # The report reads the tables just written: their rows are final and small (the intervals are filtered).
     data = _report_data(spark, paths)
+    if predict_to is not None:
+        _add_predictions(spark, data, out_dir, paths, predict_to)
     report = render(data, out_dir / "report.html")
     for df in [*cached, traces.cached]:
         if df is not None:
@@ -126,6 +134,22 @@ def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
                       trace_errors=errors, overlaps=overlaps, notes=notes)
 
 
+def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths: dict[str, Path],
+                     predict_to: int) -> None:
+    runs = sim.comparable_runs(data.runs, data.changes)
+    frame = sim.predict_frame(spark, runs, predict_to)
+    if frame is None:
+        return
+    paths["predictions"] = out_dir / "tables" / "predictions"
+    frame.write.mode("overwrite").parquet(str(paths["predictions"]))
+    data.predictions = _rows(spark.read.parquet(str(paths["predictions"])))  # run once: the sweep is not cached
+    data.comparisons = sim.compare(runs, data.predictions)
+    if data.comparisons:
+        paths["prediction_comparison"] = out_dir / "tables" / "prediction_comparison"
+        spark.createDataFrame(sim.rows_as_dicts(data.comparisons), sim.comparison_schema()).write.mode(
+            "overwrite").parquet(str(paths["prediction_comparison"]))
+
+
 def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], design: str) -> Timeline | None:
     """The first counted change of the design's run closest to TIMELINE_N members that has ownership records."""
     owned = {r["run_id"] for r in intervals.select("run_id").distinct().collect()}
@@ -157,10 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="zkconsumer lab analyze", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dirs", nargs="+", type=Path, help="run directories, or trees of them (lab run --out)")
     parser.add_argument("--out", required=True, type=Path, help="report directory (tables/ and report.html)")
+    parser.add_argument("--predict-to", type=int, default=sim.PREDICT_TO, metavar="N",
+                        help="simulate joins up to this group size next to the real runs (default %(default)s)")
+    parser.add_argument("--no-predict", action="store_true", help="skip the scale simulation")
     args = parser.parse_args(argv)
+    if args.predict_to < 1:
+        parser.error(f"--predict-to must be a group size of at least 1, not {args.predict_to}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = analyze(args.run_dirs, args.out)
+        result = analyze(args.run_dirs, args.out, predict_to=None if args.no_predict else args.predict_to)
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -57,6 +57,8 @@ class ReportData:
     overlaps: list[dict[str, Any]]  # the longest ones
     title: str = "zkconsumer lab analysis"
     notes: list[str] = field(default_factory=list)
+    predictions: list[dict[str, Any]] = field(default_factory=list)  # sweep rows (zkconsumer.lab.sim.sweep)
+    comparisons: list[Any] = field(default_factory=list)  # predictions.Comparison: observed next to predicted
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -259,7 +261,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
 td:first-child,td:nth-child(2){text-align:left}
-table.cmp td.c{background:#fff5f5}.note{font-size:12px;color:#555;max-width:70em}
+table.cmp td.c{background:#fff5f5}td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
+table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;color:#555;max-width:70em}
 """
 
 
@@ -291,6 +294,12 @@ def render(data: ReportData, path: Path) -> Path:
         figure(timeline_figure(tl), "")
     if not data.timelines:
         parts.append("<p>No run with ownership records.</p>")
+    if data.predictions or data.comparisons:
+        from zkconsumer.lab.analysis.predictions import curve_figure, predictions_table
+
+        parts.append("<h2>Predicted next to observed: the scale simulation</h2>")
+        figure(curve_figure(data.runs, data.predictions), "")
+        parts.append(predictions_table(data.comparisons))
     parts.append("<h2>The two designs side by side</h2>")
     parts.append(comparison_table(data.runs))
     parts.append("<h2>Split brain: two members fetching one partition at once</h2>")

@@ -349,6 +349,13 @@ class ParkingCondition:
     def wait(self, timeout: float | None = None) -> bool:
         raise Parked
 
+    def wait_for(self, predicate: Callable[[], object], timeout: float | None = None) -> object:
+        """`threading.Condition.wait_for`: true at once, or park until a notify re-enters the loop."""
+        result = predicate()
+        if not result:
+            raise Parked
+        return result
+
     def notify_all(self) -> None:
         self._on_notify()
 

@@ -1,0 +1,66 @@
+"""The simulation's predictions next to real runs: which runs are comparable, and how a count is judged."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_builders import PREDICT_TO
+
+from zkconsumer.lab.analysis import AnalysisResult
+from zkconsumer.lab.analysis.predictions import comparable_runs, compare, predictions_table
+from zkconsumer.lab.join_cost import CHROOT_SETUP, join_notifications, join_requests
+from zkconsumer.lab.sim.sweep import SweepPoint, predict
+
+P = 72
+
+
+def run(run_id: str, design: str, n: int, **fields: object) -> dict:
+    return {"run_id": run_id, "case": f"herd-members={n}-r0", "design": design, "process_mode": "threads",
+            "members": n, "partitions": P, "completed": True, "changes": 1, "conflicts": 0, **fields}
+
+
+def join(run_id: str, members: str = "m9", action: str = "join") -> dict:
+    return {"run_id": run_id, "counted": 1, "action": action, "change_members": members}
+
+
+def test_only_completed_runs_of_single_joins_are_comparable() -> None:
+    runs = [run("a", "zk", 2), run("b", "zk", 2), run("c", "zk", 2), run("d", "zk", 2, completed=False),
+            run("e", "coordinator", 2), run("f", "zk", 2)]
+    changes = [join("a"), join("b", "m3,m4"), join("c", action="leave"), join("d"), join("e"),
+               {**join("f"), "counted": 0}]
+    assert [r["run_id"] for r in comparable_runs(runs, changes)] == ["a", "e"]
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_conflict_free_join_matches_exactly_and_a_conflict_is_named(n: int) -> None:
+    predicted = predict(SweepPoint(members=n, partitions=P, seed=0))
+    assert predicted["zk_conflicts"] == 0
+    exact_count = join_requests(n + 1, P) + CHROOT_SETUP
+    assert predicted["zk_requests"] == exact_count  # the closed form of docs/join-cost.md, lab chroot included
+    runs = [run("calm", "zk", n, zk_requests_per_change=float(exact_count),
+                zk_notifications_per_change=float(join_notifications(n + 1)), time_to_stable_s=1.0),
+            run("raced", "zk", n, process_mode="processes", conflicts=1,
+                zk_requests_per_change=float(exact_count + 40), zk_notifications_per_change=float(n),
+                time_to_stable_s=2.0),
+            run("co", "coordinator", n, kafka_coordination_per_change=float(2 * n + 3), time_to_stable_s=4.0)]
+    rows = {(r.run_id, r.metric): r for r in compare(runs, [predicted])}
+    assert rows[("calm", "ZooKeeper requests")].exact is True
+    assert rows[("calm", "watch notifications")].exact is True
+    raced = rows[("raced", "ZooKeeper requests")]
+    assert raced.exact is False and "conflicts: 1 real, 0 predicted" in raced.why and "fetchers" in raced.why
+    assert rows[("raced", "watch notifications")].exact is True
+    assert rows[("co", "JoinGroup+SyncGroup+LeaveGroup")].exact is True  # 2N + 3, as the lab measured
+    latency = rows[("calm", "time to stable (s)")]
+    assert latency.exact is None
+    assert latency.relative_error == pytest.approx(predicted["zk_time_to_stable_s"] - 1.0)
+    table = predictions_table(list(rows.values()))
+    assert "<b>4 of 5</b> deterministic counts predicted exactly" in table
+
+
+def test_the_report_puts_predictions_next_to_the_hand_built_sweep(analysed: AnalysisResult) -> None:
+    """The hand-built sweep (3·N² requests per join, docs: analysis_builders.py) is not what the code does, so
+    every ZooKeeper request count must be flagged, and the predicted tail must reach the size asked for."""
+    html = analysed.report.read_text(encoding="utf-8")
+    assert "Predicted next to observed: the scale simulation" in html
+    assert f"N up to {PREDICT_TO}" in html
+    assert "differs" in html and "unexplained: see docs/simulation.md" in html
+    assert {"predictions", "prediction_comparison"} <= set(analysed.tables)

@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo lesson test lint bench clean java mutate mutate-report
+.PHONY: demo lesson test lint bench bench-lab clean java mutate mutate-report
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,12 @@ test: java lint
 
 bench: java $(STAMP)
 	$(PY) benchmarks/bench_fetch.py
+
+# The lab's Spark side at scale (docs/analysis.md, docs/simulation.md): the analysis of 1,000,000 generated trace
+# events, then the simulated sweep up to N = 10,000 members, both on local[2]; each prints its seconds and peak memory.
+bench-lab: $(STAMP)
+	$(PY) benchmarks/bench_analysis.py
+	$(PY) benchmarks/bench_sim.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

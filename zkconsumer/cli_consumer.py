@@ -39,11 +39,26 @@ def _parse_properties(pairs: tuple[str, ...]) -> dict[str, str]:
 
 def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: Callable[[str | None], str]) -> None:
     @main.command("demo")
-    def demo() -> None:
-        """Start the embedded cluster, produce, consume with a two-member group, show ZooKeeper, stop."""
-        from zkconsumer.demo import run_demo
+    @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"),
+                  show_default=True, help="runs under OUT/runs, the report under OUT/report")
+    @click.option("--values", default="1,2,4,8,16", show_default=True, metavar="N1,N2,...",
+                  help="group sizes of the herd scenario")
+    @click.option("--members", "process_mode", type=click.Choice(["threads", "processes"]), default="threads",
+                  show_default=True, help="members as rebalance-only threads, or full consumers in processes")
+    @click.option("--predict-to", type=click.IntRange(1), default=1024, show_default=True,
+                  help="the scale simulation predicts joins up to this group size")
+    @click.option("--consumer", "consumer_tour", is_flag=True,
+                  help="instead: produce and consume with a two-member group and show ZooKeeper (a quick tour)")
+    def demo(out_dir: Path, values: str, process_mode: str, predict_to: int, consumer_tour: bool) -> None:
+        """The main job: herd on both designs against the embedded servers, Spark analysis, HTML report."""
+        if consumer_tour:
+            from zkconsumer.demo import run_demo
 
-        run_demo(click.echo)
+            run_demo(click.echo)
+            return
+        from zkconsumer.lab.main_job import run_main_job
+
+        run_main_job(out_dir, values=values, process_mode=process_mode, predict_to=predict_to)
 
     @main.group()
     def groups() -> None:

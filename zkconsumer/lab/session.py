@@ -74,7 +74,7 @@ class LabSession:
                 servers.stop()
         return summaries
 
-    def run_cli(self) -> None:
+    def run_cli(self) -> list[RunSummary]:
         """`run` with a rich progress bar and the summary table; Ctrl-C stops everything and exits 130."""
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -107,3 +107,4 @@ class LabSession:
             sys.exit(1)
         Console(width=200).print(render(summaries))
         print(f"results: {self.out_dir}")
+        return summaries

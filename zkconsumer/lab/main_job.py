@@ -1,0 +1,103 @@
+"""The main job (`make demo`, `zkconsumer demo`): the comparison this project exists for, start to finish.
+
+1. the herd scenario (one member joins a settled group of N) on both designs against the embedded servers,
+   which `zkconsumer lab run` starts and stops itself (docs/lab.md);
+2. the PySpark analysis of those runs, with the scale simulation's predictions next to them (docs/analysis.md,
+   docs/simulation.md), written as Parquet tables and one self-contained HTML report;
+3. a summary table on the terminal and the report's path.
+
+ZooKeeper-design members run as rebalance-only threads by default (`--members threads`): that keeps the job
+within a few minutes on two cores, and it is what the simulation executes, so the deterministic counts of the
+two can be compared exactly. `--members processes` runs full consumers with fetchers instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_VALUES = "1,2,4,8,16"
+DEFAULT_PREDICT_TO = 1024
+
+
+def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: str = "threads",
+                 predict_to: int = DEFAULT_PREDICT_TO, console: Console | None = None) -> Path:
+    """Run, analyse, report. Returns the report's path; the run directories are under OUT/runs."""
+    from zkconsumer.lab.scenario import find_scenario
+    from zkconsumer.lab.session import LabSession, select_cases
+
+    console = console or Console(stderr=True)
+    began = time.monotonic()
+    runs_dir, report_dir = out_dir / "runs", out_dir / "report"
+    for stale in (runs_dir, report_dir):  # a report of this job only, not of an earlier one's leftovers
+        if stale.exists():
+            shutil.rmtree(stale)
+    scenario = find_scenario("herd")
+    cases = select_cases(scenario, values, 1)
+    console.rule(f"1/3 lab: herd, N = {values}, both designs, members as {process_mode}")
+    LabSession(scenario, cases, list(scenario.designs), runs_dir, process_mode=process_mode).run_cli()
+
+    console.rule("2/3 analysis: PySpark local[2], with the scale simulation up to N = " f"{predict_to}")
+    from zkconsumer.lab.analysis.job import analyze
+
+    with console.status("Spark: reading traces, computing herd / split-brain / latency / delivery tables, "
+                        "simulating ...", spinner="dots"):
+        result = analyze([runs_dir], report_dir, predict_to=predict_to)
+    console.print(f"{result.runs} runs, {result.trace_lines} trace lines ({result.bad_lines} bad) "
+                  f"analysed in {result.seconds:.0f} s")
+
+    console.rule("3/3 summary")
+    from zkconsumer.lab.analysis.job import session
+
+    spark = session()
+    runs = [r.asDict() for r in result.read(spark, "runs").collect()]
+    predicted = ([r.asDict() for r in result.read(spark, "predictions").collect()]
+                 if "predictions" in result.tables else [])
+    Console(width=200).print(summary_table(runs, predicted))
+    exact = _exact_counts(spark, result)
+    if exact is not None:
+        console.print(f"simulation: {exact[0]} of {exact[1]} deterministic counts predicted exactly")
+    console.print(f"done in {time.monotonic() - began:.0f} s; every server this job started is stopped")
+    print(f"report: {result.report}")
+    return result.report
+
+
+def _exact_counts(spark: Any, result: Any) -> tuple[int, int] | None:
+    if "prediction_comparison" not in result.tables:
+        return None
+    rows = result.read(spark, "prediction_comparison").filter("exact is not null").collect()
+    return sum(1 for r in rows if r["exact"]), len(rows)
+
+
+def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -> Table:
+    """Per N: both designs' cost of one join, observed (and predicted where the simulation ran)."""
+    by_n: dict[int, dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        by_n.setdefault(run["members"], {})[run["design"]] = run
+    prediction = {p["members"]: p for p in predicted}
+    table = Table(title="one join into a group of N (per membership change; predicted in brackets)")
+    for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s",
+                   "coord JoinGroup+SyncGroup", "coord stable s"):
+        table.add_column(column, justify="right")
+
+    def cell(run: dict[str, Any] | None, column: str, predicted_column: str | None, n: int, digits: int = 0) -> str:
+        observed = "-" if run is None or run.get(column) is None else f"{run[column]:.{digits}f}"
+        p = prediction.get(n)
+        if predicted_column is None or p is None or p.get(predicted_column) is None:
+            return observed
+        return f"{observed} [{p[predicted_column]:.{digits}f}]"
+
+    for n in sorted(set(by_n) | set(prediction)):
+        zk, co = by_n.get(n, {}).get("zk"), by_n.get(n, {}).get("coordinator")
+        table.add_row(str(n), cell(zk, "zk_requests_per_change", "zk_requests", n),
+                      cell(zk, "zk_notifications_per_change", "zk_notifications", n),
+                      cell(zk, "conflicts", "zk_conflicts", n),
+                      cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1),
+                      cell(co, "kafka_coordination_per_change", "coord_coordination", n),
+                      cell(co, "time_to_stable_s", "coord_time_to_stable_s", n, 1))
+    return table

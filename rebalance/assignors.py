@@ -49,12 +49,17 @@ def _hash_ordered_pairs(ctx: AssignmentContext, topics: Iterable[str]) -> list[T
     Kafka sorts stably but feeds the pairs in ``HashMap`` iteration order, so hash ties are JVM-specific.
     We break ties deterministically by ``(topic, partition)`` so every member of a Python group agrees.
     """
-    pairs = [TopicPartition(t, p) for t in topics for p in ctx.partitions_for_topic.get(t, ())]
+    pairs = [TopicPartition(t, p) for t in topics for p in ctx.partitions_for_topic[t]]
     return sorted(pairs, key=lambda tp: (java_string_hashcode(str(tp)), tp))
 
 
 class PartitionAssignor(abc.ABC):
-    """Common interface: compute the group's assignment from one member's snapshot."""
+    """Common interface: compute the group's assignment from one member's snapshot.
+
+    The context comes from ``AssignmentContext.build``: every topic in ``consumers_for_topic`` has at least one
+    thread and an entry in ``partitions_for_topic``, and every thread's consumer is in ``consumers``; the
+    assignors index by those facts instead of guarding against their absence.
+    """
 
     name: ClassVar[str]
 
@@ -88,14 +93,12 @@ class RangeAssignor(PartitionAssignor):
         result = self._empty_result(ctx)
         for topic, topic_threads in ctx.consumers_for_topic.items():
             threads = sorted(topic_threads)
-            partitions = ctx.partitions_for_topic.get(topic, ())
-            if not threads:
-                continue
+            partitions = ctx.partitions_for_topic[topic]
             per_thread, extra = divmod(len(partitions), len(threads))
             for i, thread in enumerate(threads):
                 start = per_thread * i + min(i, extra)
                 count = per_thread + (1 if i < extra else 0)
-                owned = result.setdefault(thread.consumer, {})
+                owned = result[thread.consumer]
                 for p in partitions[start : start + count]:
                     owned[TopicPartition(topic, p)] = thread
         return result
@@ -125,12 +128,10 @@ class RoundRobinAssignor(PartitionAssignor):
                     f"but {topic!r} has {_fmt_threads(sorted(other))}"
                 )
         threads = sorted(common)
-        if not threads:
-            raise AssignmentError(f"roundrobin found no consumer threads for topic {first!r}")
         result = self._empty_result(ctx)
         for k, tp in enumerate(_hash_ordered_pairs(ctx, topics)):
             thread = threads[k % len(threads)]
-            result.setdefault(thread.consumer, {})[tp] = thread
+            result[thread.consumer][tp] = thread
         return result
 
 
@@ -155,7 +156,7 @@ class RoundRobinAssignorV0102(PartitionAssignor):
                 cursor = (cursor + 1) % len(threads)
             thread = threads[cursor]
             cursor = (cursor + 1) % len(threads)
-            result.setdefault(thread.consumer, {})[tp] = thread
+            result[thread.consumer][tp] = thread
         return result
 
 

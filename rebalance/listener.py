@@ -91,6 +91,7 @@ class ZKRebalancerListener:
         fetchers: FetcherControl, bindings: StreamBindings, ownership: Ownership, offsets: OffsetCheckpoints,
         *, events: EventBus | None = None, user_listener: ConsumerRebalanceListener | None = None,
         timer: Timer | None = None, register: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.consumer_id = settings.consumer_id
@@ -104,6 +105,7 @@ class ZKRebalancerListener:
         self.user_listener = user_listener
         self.timer = timer
         self.register = register  # (re-)writes our registration node; called after a session expiry
+        self.clock = clock  # for the duration_ms of the rebalance and attempt events
         self.rebalance_lock = threading.RLock()  # shared with the connector's shutdown and commit
         self.stats = RebalanceStats()
         self.state = MemberState.CREATED
@@ -158,15 +160,17 @@ class ZKRebalancerListener:
             self._cond.notify_all()
 
     def _watch(self) -> None:
-        while not self._shutting_down.is_set():
+        while True:
             with self._cond:
-                if not (self._triggered or self._session_renewed or self._tasks):
-                    self._cond.wait(1.0)
+                # 0.8.2's watcher wakes every second to look at its shutdown flag (`cond.await(1000, ...)` in
+                # ZookeeperConsumerConnector.scala); here stop() sets the flag and notifies, so it just waits.
+                self._cond.wait_for(lambda: self._shutting_down.is_set() or self._triggered or self._session_renewed
+                                    or self._tasks)
+                if self._shutting_down.is_set():
+                    return
                 fire, renewed, tasks = self._triggered, self._session_renewed, self._tasks
                 self._triggered = self._session_renewed = False
                 self._tasks = []
-            if self._shutting_down.is_set():
-                return
             try:
                 for task in tasks:
                     task()
@@ -188,37 +192,41 @@ class ZKRebalancerListener:
             self.close_fetchers(self.bindings.topics(), commit=False)
             self.ownership.forget()
             self.offsets.reset()
-        if self._register():
-            self.synced_rebalance()
+        self._register()
+        self.synced_rebalance()  # returns at once if the member shut down while re-registering
 
-    def _register(self) -> bool:
-        """Re-register until it works or the member shuts down; False if it shut down first.
+    def _register(self) -> None:
+        """Re-register until it works or the member shuts down.
 
         0.8.2 retries `registerConsumerInZK` through zkclient until ZooKeeper answers; a member that stayed
         unregistered would fail every later rebalance on reading its own registration, for good."""
         if self.register is None:
-            return True
+            return
         self.set_state(MemberState.REGISTERING)
-        base = self.settings.backoff_ms / 1000.0
         retrying = Retrying(
             stop=stop_when_event_set(self._shutting_down),
-            wait=wait_exponential(multiplier=base, min=base, max=self.settings.max_registration_backoff_ms / 1000.0),
+            # backoff_ms, then twice the wait before, up to the cap (tenacity: multiplier * 2 ** (attempt - 1))
+            wait=wait_exponential(multiplier=self.settings.backoff_ms / 1000.0,
+                                  max=self.settings.max_registration_backoff_ms / 1000.0),
             sleep=self._shutting_down.wait, before_sleep=self._registration_failed,
         )
         try:
             retrying(self.register)
-        except RetryError:
-            return False
+        except RetryError:  # raised only by the stop condition: the member is shutting down
+            return
         self.last_error = None
         self.events.emit(EventKind.REGISTERED)
-        return not self.shutting_down
 
     def _registration_failed(self, retry: RetryCallState) -> None:
-        error = retry.outcome.exception() if retry.outcome is not None else None
-        delay = retry.next_action.sleep if retry.next_action is not None else 0.0
+        # tenacity calls before_sleep only after a failed call (the default retry condition is an Exception
+        # raised), with the outcome and the coming wait set.
+        assert retry.outcome is not None
+        error = retry.outcome.exception()
+        assert isinstance(error, Exception)
+        delay = retry.upcoming_sleep
         log.error("%s: re-registration failed (attempt %d); retrying in %.1f s", self.consumer_id,
                   retry.attempt_number, delay, exc_info=error)
-        self.last_error = error if isinstance(error, Exception) else None
+        self.last_error = error
         self.set_state(MemberState.FAILED, reason="registration")
         self.events.emit(EventKind.REGISTRATION_FAILED, error=repr(error), retry_in_s=delay)
         self.set_state(MemberState.REGISTERING)
@@ -248,12 +256,12 @@ class ZKRebalancerListener:
                 return
             self.stats.rebalances += 1
             number = self.stats.rebalances
-            began = time.monotonic()
+            began = self.clock()
             self.events.emit(EventKind.REBALANCE_BEGIN, rebalance=number)
             with self.timer.time() if self.timer is not None else nullcontext():
                 result, attempts = self._attempts(number)
             self.events.emit(EventKind.REBALANCE_END, rebalance=number, result=result, attempts=attempts,
-                             duration_ms=round((time.monotonic() - began) * 1000.0, 3))
+                             duration_ms=round((self.clock() - began) * 1000.0, 3))
             if result == "ok":
                 self.last_error = None
                 self.set_state(MemberState.OWNING, partitions=len(self.ownership.owners()))
@@ -277,7 +285,7 @@ class ZKRebalancerListener:
             self.events.emit(EventKind.ATTEMPT_BEGIN, rebalance=number, attempt=attempt)
             log.info("%s: begin rebalancing attempt %d", self.consumer_id, attempt)
             self.stats.attempts += 1
-            began = time.monotonic()
+            began = self.clock()
             error = None
             try:
                 result = self.rebalance()
@@ -287,7 +295,7 @@ class ZKRebalancerListener:
                 log.info("%s: exception during rebalance attempt %d", self.consumer_id, attempt, exc_info=True)
                 result, error = AttemptResult.ERROR, repr(exc)
             self.events.emit(EventKind.ATTEMPT_END, rebalance=number, attempt=attempt, result=str(result),
-                             duration_ms=round((time.monotonic() - began) * 1000.0, 3), error=error)
+                             duration_ms=round((self.clock() - began) * 1000.0, 3), error=error)
             if result in (AttemptResult.OK, AttemptResult.NO_BROKERS):
                 log.info("%s: end rebalancing attempt %d: succeeded", self.consumer_id, attempt)
                 return "ok", attempt + 1
@@ -372,7 +380,7 @@ class ZKRebalancerListener:
     ) -> dict[TopicPartition, PartitionTopicInfo]:
         infos = {}
         for tp, thread_id in sorted(mine.items()):
-            offset = offsets.get(tp, -1)
+            offset = offsets[tp]  # fetch_offsets gives every partition of `mine` (-1 where none is stored)
             queue = self.bindings.queue_for(tp.topic, thread_id)
             infos[tp] = PartitionTopicInfo(tp.topic, tp.partition, queue, offset, offset)
         return infos

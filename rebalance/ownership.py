@@ -64,7 +64,7 @@ class Ownership:
         everything it created in this attempt, including nodes accepted because they held our own id.
         """
         claimed: list[TopicPartition] = []
-        conflicts: list[TopicPartition] = []
+        conflict = False
         for tp in sorted(decision):
             thread = str(decision[tp])
             outcome = self.store.claim(tp.topic, tp.partition, thread)
@@ -74,10 +74,10 @@ class Ownership:
                 claimed.append(tp)
                 log.info("%s: %s successfully owned partition %s", self.consumer_id, thread, tp)
             else:
-                conflicts.append(tp)
+                conflict = True
                 log.info("%s: waiting for the partition ownership of %s to be deleted (owned by %s)",
                          self.consumer_id, tp, outcome.owner)
-        if conflicts:
+        if conflict:
             for tp in claimed:
                 self.store.release(tp.topic, tp.partition)
                 self.events.emit(EventKind.ROLLBACK, topic=tp.topic, partition=tp.partition)

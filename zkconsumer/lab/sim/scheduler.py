@@ -332,8 +332,9 @@ class VirtualLock:
 
 class ParkingCondition:
     """Stands in for the rebalance listener's `threading.Condition`. The listener's watcher loop waits on it only
-    when it has nothing to do (no work and no shutdown flag, which `stop()` notifies), so `wait`/`wait_for` end the watcher process (`Parked`) and `notify_all` starts a fresh one, which re-enters the loop at
-    the top and finds the flags set: the same steps as a thread woken from its wait, with no idle thread per member.
+    when it has nothing to do (no work and no shutdown flag, which `stop()` notifies), so `wait`/`wait_for` end
+    the watcher process (`Parked`) and `notify_all` starts a fresh one, which re-enters the loop at the top and
+    finds the flags set: the same steps as a thread woken from its wait, with no idle thread per member.
     The baton already gives mutual exclusion, so entering the condition takes nothing."""
 
     def __init__(self, on_notify: Callable[[], None]) -> None:

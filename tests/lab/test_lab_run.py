@@ -93,6 +93,30 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     assert summarize(summary.path).zk_requests == summary.zk_requests
 
 
+def test_thread_members_run_on_member_hosts_and_leave_nothing_behind(tmp_path):
+    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
+    [summary] = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out", process_mode="threads").run()
+    manifest = RunDirectory.load(summary.path)
+    assert manifest["completed"] and manifest["process_mode"] == "threads"
+    assert summary.changes == 2 and summary.rebalances >= 3 and summary.zk_notifications >= 2
+    assert (summary.path / "logs" / "host0.log").exists()  # the three members share one host process
+    assert not (summary.path / "logs" / "host1.log").exists()
+    records = list(read_traces(summary.path))
+    assert {"m0", "m1", "m2"} <= {r["member"] for r in records if r["type"] == "member_event"}
+    assert our_processes(str(tmp_path)) == []
+    assert all(port_closed(p) for p in manifest["ports"]["zookeeper_proxy_links"].values())
+
+
+def test_a_member_host_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypatch):
+    from zkconsumer.lab import zk_driver
+
+    monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
+    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
+    with pytest.raises(LabRunError, match=r"member m\d is on host0, which exited with code 1: see .*host0\.log"):
+        LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out", process_mode="threads").run()
+    assert our_processes(str(tmp_path)) == []
+
+
 def test_short_scenario_on_the_coordinator_design(tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["coordinator"]'), "inline")
     [summary] = LabSession(scenario, scenario.cases(), ["coordinator"], tmp_path / "out").run()

@@ -1,5 +1,7 @@
 """The ZooKeeper design in the lab: members are this project's connector, as OS processes (full members that
-fetch) or as threads in the orchestrator's process (rebalance-only members, for large groups).
+fetch) or as threads of member hosts (rebalance-only members, for large groups): processes of their own that
+run up to `MEMBERS_PER_HOST` members each (`zk_member.MemberHost`), so that the members' kazoo clients and the
+counting proxy in the orchestrator's process do not share one GIL.
 
 Every member reaches ZooKeeper through its own link of the counting proxy; the driver itself observes the
 group over a direct, uncounted connection (owner snapshots, convergence), and forces real session expiries
@@ -8,12 +10,14 @@ with the member's own credentials.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +26,16 @@ from kazoo.client import KazooClient
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
-from zkconsumer.lab.zk_member import ZkMember, ZkMemberSettings, settings_json
+from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_group_snapshot
 
 log = logging.getLogger(__name__)
 _STOP_S = 10.0
+_HOST_STOP_S = 30.0
+# Members per host process. At N = 128 on 2 cores, hosts of 32 spent 0.44 ms of CPU per request against 0.57 ms
+# for hosts of 64: fewer threads behind each GIL (docs/lab.md, "Large groups").
+MEMBERS_PER_HOST = 32
 PYTHON = sys.executable  # the interpreter member processes run on (a test may point it at a failing program)
 
 
@@ -56,23 +64,110 @@ class _ProcessMember:
         self.log_file.close()
 
 
-class _ThreadMember:
-    def __init__(self, member: ZkMember) -> None:
-        self.member = member
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._start, name=f"lab-{member.settings.name}-start", daemon=True)
-        self.thread.start()
+class _MemberHost:
+    """A member-host process (`python -m zkconsumer.lab.zk_member --host`) and what it has replied."""
 
-    def _start(self) -> None:
+    def __init__(self, name: str, log_path: Path) -> None:
+        self.name = name
+        self.members: set[str] = set()  # hosted and not left
+        self.failures: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._left: dict[str, threading.Event] = {}
+        self._stopped = threading.Event()
+        self.log_file = open(log_path, "a", encoding="utf-8")  # closed in stop()
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        # The log path is on the command line so that a leftover host is found by its results directory.
+        self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", "--host", name, level, str(log_path)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
+                                     text=True, bufsize=1)
+        self._reader = threading.Thread(target=self._read, name=f"lab-{name}-replies", daemon=True)
+        self._reader.start()
+
+    def join(self, settings: ZkMemberSettings) -> None:
+        with self._lock:
+            self.members.add(settings.name)
+            self.failures.pop(settings.name, None)
+        self._send({"op": "join", "settings": json.loads(settings_json(settings))})
+
+    def leave(self, name: str) -> None:
+        """Stop member `name` gracefully and wait until it has left."""
+        left = threading.Event()
+        with self._lock:
+            self.members.discard(name)
+            self._left[name] = left
+        if self._send({"op": "leave", "name": name}) and not left.wait(_STOP_S * 2):
+            log.warning("lab member %s (on %s) did not leave within %.0f s", name, self.name, _STOP_S * 2)
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self) -> None:
+        """Every member leaves (in parallel, inside the host), then the host ends; killed if it does not."""
+        if self._send({"op": "stop"}):
+            self._stopped.wait(_HOST_STOP_S)
         try:
-            self.member.start()
-        except BaseException as exc:  # reported by the driver; the member stays in the group and retries
-            self.error = exc
-            log.warning("lab member %s: first rebalance failed: %s", self.member.settings.name, exc)
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        try:
+            self.proc.wait(_STOP_S)
+        except subprocess.TimeoutExpired:
+            log.warning("lab member host %s did not end: killing it", self.name)
+            self.proc.kill()
+            self.proc.wait(_STOP_S)
+        self._reader.join(_STOP_S)
+        self.log_file.close()
+
+    def _send(self, command: dict[str, Any]) -> bool:
+        try:
+            with self._write_lock:  # not _lock: the reply reader must never wait behind a full pipe
+                self.proc.stdin.write(json.dumps(command, separators=(",", ":")) + "\n")  # type: ignore[union-attr]
+                self.proc.stdin.flush()  # type: ignore[union-attr]
+            return True
+        except (OSError, ValueError):  # the host is gone: failed() reports it
+            return False
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            try:
+                reply = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            name, event = reply.get("name"), reply.get("event")
+            with self._lock:
+                if event == "failed":
+                    self.failures[name] = reply.get("error", "")
+                elif event == "left" and name in self._left:
+                    self._left.pop(name).set()
+            if event == "stopped":
+                self._stopped.set()
+        with self._lock:
+            for left in self._left.values():
+                left.set()
+        self._stopped.set()
+
+
+class _ThreadMember:
+    """A rebalance-only member on a member host."""
+
+    def __init__(self, host: _MemberHost, settings: ZkMemberSettings) -> None:
+        self.host = host
+        self.name = settings.name
+        host.join(settings)
 
     def stop(self, graceful: bool = True) -> None:
-        self.member.stop()
-        self.thread.join(_STOP_S)
+        self.host.leave(self.name)
+
+    def error(self) -> str | None:
+        with self.host._lock:
+            failure = self.host.failures.get(self.name)
+        if failure is not None:
+            return f"failed to start: {failure}"
+        code = self.host.exit_code()
+        if code is not None:
+            return f"is on {self.host.name}, which exited with code {code}: see {self.host.log_file.name}"
+        return None
 
 
 class ZkDriver:
@@ -88,6 +183,7 @@ class ZkDriver:
         self._tails: dict[str, TraceTail] = {}
         self._state: dict[str, dict[str, Any]] = {}  # member -> latest state, session, counts
         self._observer: ZkClient | None = None
+        self._hosts: list[_MemberHost] = []
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -104,17 +200,24 @@ class ZkDriver:
             name=name, group=env.group, zookeeper_connect=env.zookeeper_connect(name),
             topics={topic: scenario.group.streams for topic in env.topics}, properties=dict(scenario.zk),
             trace_path=str(trace_path), fetch=self.process_mode == "processes")
+        self._refresh()  # fold in what an earlier incarnation of this name wrote: its counts stay in stats()
         with self._lock:
             old = self._members.pop(name, None)
-            self._tails[name] = TraceTail(trace_path)
-            self._state[name] = {}
+            old_tail = self._tails.pop(name, None)
+            # A restart (the restart trap) appends to the same trace file: read only the new incarnation's
+            # records, or its predecessor's last `owning` would make the group look settled before it is.
+            start = trace_path.stat().st_size if trace_path.exists() else 0
+            self._tails[name] = TraceTail(trace_path, keep_open=True, offset=start)
+            self._state[name] = {"stats": self._state.get(name, {}).get("stats", {})}
             self._paused.discard(name)
+        if old_tail is not None:
+            old_tail.close()
         if old is not None:
             old.stop(graceful=False)
         if self.process_mode == "processes":
             member: _ProcessMember | _ThreadMember = _ProcessMember(settings, env.run.log_path(name))
         else:
-            member = _ThreadMember(ZkMember(settings, env.run.trace(name, "zk")))
+            member = _ThreadMember(self._host_for(), settings)
         with self._lock:
             self._members[name] = member
 
@@ -155,11 +258,19 @@ class ZkDriver:
     def stop(self) -> None:
         with self._lock:
             members, self._members = dict(self._members), {}
-        stoppers = [threading.Thread(target=m.stop, name=f"lab-stop-{n}", daemon=True) for n, m in members.items()]
+            hosts, self._hosts = list(self._hosts), []
+            tails, self._tails = dict(self._tails), {}
+        # Process members each stop on their own; thread members all at once with their host.
+        stoppers = [threading.Thread(target=m.stop, name=f"lab-stop-{n}", daemon=True)
+                    for n, m in members.items() if isinstance(m, _ProcessMember)]
+        stoppers += [threading.Thread(target=h.stop, name=f"lab-stop-{h.name}", daemon=True) for h in hosts]
         for thread in stoppers:
             thread.start()
+        deadline = time.monotonic() + _HOST_STOP_S + _STOP_S * 3
         for thread in stoppers:
-            thread.join(_STOP_S * 2)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for tail in tails.values():
+            tail.close()
         if self._observer is not None:
             self._observer.close()
             self._observer = None
@@ -174,8 +285,8 @@ class ZkDriver:
         for name, member in members.items():
             if isinstance(member, _ProcessMember) and member.proc.poll() is not None:
                 found[name] = f"exited with code {member.proc.returncode}: see {member.log_file.name}"
-            elif isinstance(member, _ThreadMember) and member.error is not None:
-                found[name] = f"failed to start: {member.error}"
+            elif isinstance(member, _ThreadMember) and (error := member.error()) is not None:
+                found[name] = error
         return found
 
     def live_members(self) -> list[str]:
@@ -188,13 +299,18 @@ class ZkDriver:
         env = self._env()
         assert self._observer is not None
         self._refresh()
-        live = {f"{env.group}_{name}" for name in self.live_members()}
+        members = self.live_members()
+        # The members' own states first: they cost nothing, where a snapshot reads every registration and owner.
+        if not members or not all(self._state.get(name, {}).get("state") == "owning" for name in members):
+            return False
+        live = {f"{env.group}_{name}" for name in members}
         snapshot = read_group_snapshot(self._observer, env.group)
-        if set(snapshot.registrations) != live or not live:
+        if set(snapshot.registrations) != live:
             return False
         strategy = env.case.scenario.zk.get("partition.assignment.strategy", "range")
         if not check_convergence(snapshot, get_assignor(strategy)).settled:
             return False
+        self._refresh()  # still owning after the snapshot: no member started a rebalance while it was read
         return all(self._state.get(name, {}).get("state") == "owning" for name in self.live_members())
 
     def owners(self) -> dict[str, str]:
@@ -240,6 +356,17 @@ class ZkDriver:
         if self.env is None:
             raise RuntimeError("ZkDriver.start(env) first")
         return self.env
+
+    def _host_for(self) -> _MemberHost:
+        """The least loaded member host with room, or a new one."""
+        with self._lock:
+            hosts = [h for h in self._hosts if h.exit_code() is None and len(h.members) < MEMBERS_PER_HOST]
+            if hosts:
+                return min(hosts, key=lambda h: len(h.members))
+            name = f"host{len(self._hosts)}"
+            host = _MemberHost(name, self._env().run.log_path(name))
+            self._hosts.append(host)
+            return host
 
     def _pop(self, name: str) -> _ProcessMember | _ThreadMember | None:
         with self._lock:

@@ -1,17 +1,23 @@
-"""One proxied TCP connection: a client socket, its upstream twin, and four named threads.
+"""One proxied TCP connection: a client socket and its upstream twin, driven by its proxy's event loop.
 
-A reader per direction hands each chunk to the connection's protocol decoder (which buffers, so frames split
-across reads and reads holding several frames both decode), then queues it with a delivery time; the writer of
-that direction sends chunks in order once due. A delay therefore never holds up the other direction, and byte
-order within a direction is kept even with jitter (a chunk is never due before the one ahead of it).
+Every socket of a proxy is non-blocking and served by the proxy's one loop thread (`tcp.py`): a read hands the
+chunk to the connection's protocol decoder (which buffers, so frames split across reads and reads holding
+several frames both decode), then queues it for the other side with a delivery time; a chunk is sent as soon
+as it is due, at once on an undelayed link. A delay therefore never holds up the other direction, and byte
+order within a direction is kept even with jitter (a chunk is never due before the one ahead of it). A queue
+over `max_queue_bytes` stops reading its source until it drains (backpressure).
+
+One thread for every connection, rather than a reader and a writer per direction, is what lets one proxy
+carry a few hundred members' ZooKeeper sessions at thousands of requests a second: with threads, most of the
+time went to handing the GIL between them.
 """
 
 from __future__ import annotations
 
 import logging
+import selectors
 import socket
 import struct
-import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
@@ -26,14 +32,14 @@ log = logging.getLogger(__name__)
 C2S = "c2s"  # client -> server
 S2C = "s2c"  # server -> client
 
-# Blocking calls wake at least this often to notice a close, in case shutdown() did not wake them.
+# The loop wakes at least this often to notice a stop.
 POLL_S = 0.5
 _READ_SIZE = 256 * 1024
 _EOF = object()
 
 
 class StreamDecoder(Protocol):
-    """What a protocol decoder offers the forwarder; both calls are made under the connection's decode lock."""
+    """What a protocol decoder offers the forwarder; both calls are made from the proxy's loop thread."""
 
     def feed(self, direction: str, data: bytes, ts: float, deliver_ts: float) -> None:
         """`ts`: wall time the chunk was read; `deliver_ts`: wall time it is scheduled to reach the other side."""
@@ -58,69 +64,6 @@ class DecodeContext(Protocol):
     def bind(self, name: str) -> Any: ...
 
 
-class _Pipe:
-    """One direction's delivery queue: (due monotonic time, chunk) in order, bounded in bytes for backpressure."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._cond = threading.Condition()
-        self._items: deque[tuple[float, Any]] = deque()
-        self._bytes = 0
-        self._max = max_bytes
-        self._closed = False
-        self._last_due = 0.0
-
-    def schedule(self, now: float, delay_s: float) -> float:
-        with self._cond:
-            self._last_due = max(self._last_due, now + delay_s)
-            return self._last_due
-
-    def put(self, item: Any, due: float) -> bool:
-        with self._cond:
-            while not self._closed and self._items and self._bytes >= self._max:
-                self._cond.wait(POLL_S)
-            if self._closed:
-                return False
-            self._items.append((due, item))
-            if item is not _EOF:
-                self._bytes += len(item)
-            self._cond.notify_all()
-            return True
-
-    def get(self) -> Any:
-        """The next chunk once due, `_EOF`, or None when closed."""
-        with self._cond:
-            while True:
-                if self._closed:
-                    return None
-                if not self._items:
-                    self._cond.wait()
-                    continue
-                due, item = self._items[0]
-                wait = due - time.monotonic()
-                if wait > 0:
-                    self._cond.wait(wait)
-                    continue
-                self._items.popleft()
-                if item is not _EOF:
-                    self._bytes -= len(item)
-                self._cond.notify_all()
-                return item
-
-    def drop(self) -> int:
-        """Forget everything queued; returns how many items went."""
-        with self._cond:
-            dropped = len(self._items)
-            self._items.clear()
-            self._bytes = 0
-            self._cond.notify_all()
-            return dropped
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-
 def shutdown_quietly(sock: socket.socket, how: int) -> None:
     try:
         sock.shutdown(how)
@@ -137,8 +80,27 @@ def abort_socket(sock: socket.socket) -> None:
     sock.close()
 
 
+class _Way:
+    """One direction: the socket it reads, the socket it writes, and what is queued between them."""
+
+    __slots__ = ("blocked", "bytes", "dest", "eof", "finished", "last_due", "name", "queue", "reading", "source")
+
+    def __init__(self, name: str, source: socket.socket, dest: socket.socket) -> None:
+        self.name = name
+        self.source = source
+        self.dest = dest
+        self.queue: deque[list[Any]] = deque()  # [due monotonic time, bytes | memoryview | _EOF]
+        self.bytes = 0
+        self.last_due = 0.0
+        self.reading = True  # False after EOF, and while the queue is over its bound
+        self.eof = False  # the source has closed its side
+        self.blocked = False  # the last send would have blocked: wait until `dest` is writable
+        self.finished = False  # the EOF was passed on
+
+
 class Connection:
-    """One client connection and its upstream twin."""
+    """One client connection and its upstream twin. Every method but `close`, `drop_queued` and the properties
+    runs in the proxy's loop thread; those two hand themselves over to it."""
 
     def __init__(self, proxy: TcpProxy, conn_id: int, client: socket.socket, upstream: socket.socket,
                  link: Link | None) -> None:
@@ -146,16 +108,14 @@ class Connection:
         self.link = link
         self.opened_at = time.time()
         self._proxy = proxy
-        self._sockets = {C2S: (client, upstream), S2C: (upstream, client)}  # (source, destination)
         self._client = client
         self._upstream = upstream
-        self._pipes = {C2S: _Pipe(proxy.max_queue_bytes), S2C: _Pipe(proxy.max_queue_bytes)}
-        self._closed = threading.Event()
-        self._state_lock = threading.Lock()
-        self._decode_lock = threading.Lock()
+        self._ways = {C2S: _Way(C2S, client, upstream), S2C: _Way(S2C, upstream, client)}
+        self._by_source = {client: self._ways[C2S], upstream: self._ways[S2C]}
+        self._by_dest = {upstream: self._ways[C2S], client: self._ways[S2C]}
+        self._interest: dict[socket.socket, int] = {}
         self._closing = False
-        self._finished: set[str] = set()
-        self._live_threads = 0
+        self._torn_down = False
         self._lossy = False
         self._decoding = proxy.decoder_factory is not None
         self.decoder: StreamDecoder | None = proxy.decoder_factory(self) if proxy.decoder_factory else None
@@ -177,7 +137,7 @@ class Connection:
 
     @property
     def closed(self) -> bool:
-        return self._closed.is_set()
+        return self._closing
 
     def emit(self, record: CountedRecord) -> None:
         self._proxy._emit(record, self.link)
@@ -194,139 +154,174 @@ class Connection:
         return link
 
     def drop_queued(self) -> None:
-        if sum(pipe.drop() for pipe in self._pipes.values()):
-            self._lossy = True
+        self._proxy._call(self._drop_queued)
 
     def close(self, reset: bool = False) -> None:
-        with self._state_lock:
-            if self._closing:
-                return
-            self._closing = True
-        self._closed.set()
-        for pipe in self._pipes.values():
-            pipe.close()
-        if reset:
-            # SHUT_RD wakes our reader without sending a FIN; the final close() then sends the RST.
-            try:
-                self._client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass
-            shutdown_quietly(self._client, socket.SHUT_RD)
-        else:
-            shutdown_quietly(self._client, socket.SHUT_RDWR)
-        shutdown_quietly(self._upstream, socket.SHUT_RDWR)
+        self._closing = True  # nothing more is sent from now on, even before the loop tears the sockets down
+        self._proxy._call(self._teardown, reset)
 
-    def _start(self) -> None:
-        tag = f"{self._proxy.name}-{self.link_name or 'conn'}-c{self.conn_id}"
-        self._live_threads = 4
-        for direction in (C2S, S2C):
-            self._proxy._spawn(f"{tag}-{direction}-read", self._read_loop, direction)
-            self._proxy._spawn(f"{tag}-{direction}-write", self._write_loop, direction)
+    # --- in the loop thread ------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        for sock in (self._client, self._upstream):
+            self._update(sock)
+
+    def _on_event(self, sock: socket.socket, mask: int) -> None:
+        if mask & selectors.EVENT_WRITE and not self._torn_down:
+            self._flush(self._by_dest[sock])
+        if mask & selectors.EVENT_READ and not self._torn_down:
+            self._read(self._by_source[sock])
+
+    def _read(self, way: _Way) -> None:
+        try:
+            data = way.source.recv(_READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._teardown(False)  # e.g. reset by the peer: nothing sensible can follow in either direction
+            return
+        now = time.monotonic()
+        ts = time.time()
+        link = self.link
+        if not data:
+            way.reading = False
+            way.eof = True
+            self._update(way.source)
+            if self.blackholed:
+                self._lossy = True  # the FIN is lost in the partition too
+            else:
+                self._queue(way, _EOF, self._due(way, now, link))
+            return
+        due = self._due(way, now, link)
+        self._decode(way.name, data, ts, ts + (due - now))
+        if self._closing:
+            return
+        if link is None and self.link is not None:
+            due = self._due(way, now, self.link)  # bound during decode: delay from now on
+        if self.link is not None:
+            self.link.counters.add("bytes", way.name, len(data))
+        if self.blackholed:
+            self._lossy = True
+            self.link.counters.add("dropped_bytes", way.name, len(data))
+            return
+        self._queue(way, data, due)
+
+    @staticmethod
+    def _due(way: _Way, now: float, link: Link | None) -> float:
+        way.last_due = max(way.last_due, now + (link.sample_delay() if link else 0.0))
+        return way.last_due
+
+    def _queue(self, way: _Way, item: Any, due: float) -> None:
+        way.queue.append([due, item])
+        if item is not _EOF:
+            way.bytes += len(item)
+            if way.bytes >= self._proxy.max_queue_bytes and way.reading:
+                way.reading = False  # resumed by _flush once the queue drains
+                self._update(way.source)
+        if due > time.monotonic():
+            self._proxy._at(due, self, way.name)
+        elif len(way.queue) == 1 and not way.blocked:
+            self._flush(way)
+
+    def _flush(self, way: _Way) -> None:
+        """Send what is due, in order; stop at the first chunk not yet due or a send that would block."""
+        while way.queue and not self._closing:
+            due, item = way.queue[0]
+            if due > time.monotonic():
+                break
+            if self.blackholed:
+                self._drop_queued()
+                return
+            if item is _EOF:
+                way.queue.popleft()
+                # Pass the half-close on: the other direction may still carry an answer (a four-letter word).
+                shutdown_quietly(way.dest, socket.SHUT_WR)
+                way.finished = True
+                if all(w.finished for w in self._ways.values()):
+                    self._teardown(False)
+                return
+            try:
+                sent = way.dest.send(item)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._teardown(False)
+                return
+            way.bytes -= sent
+            if sent < len(item):
+                way.queue[0][1] = memoryview(item)[sent:]
+                if not way.blocked:
+                    way.blocked = True
+                    self._update(way.dest)
+                return
+            way.queue.popleft()
+        if way.blocked:
+            way.blocked = False
+            self._update(way.dest)
+        if not way.reading and not way.eof and way.bytes < self._proxy.max_queue_bytes:
+            way.reading = True
+            self._update(way.source)
+
+    def _drop_queued(self) -> None:
+        dropped = 0
+        for way in self._ways.values():
+            dropped += len(way.queue)
+            way.queue.clear()
+            way.bytes = 0
+        if dropped:
+            self._lossy = True
+
+    def _update(self, sock: socket.socket) -> None:
+        """Register `sock` for what its two directions wait for: reading it, or writing to it."""
+        if self._torn_down:
+            return
+        mask = (selectors.EVENT_READ if self._by_source[sock].reading else 0) | \
+               (selectors.EVENT_WRITE if self._by_dest[sock].blocked else 0)
+        current = self._interest.get(sock, 0)
+        if mask == current:
+            return
+        selector = self._proxy._selector
+        if current and mask:
+            selector.modify(sock, mask, self)
+        elif mask:
+            selector.register(sock, mask, self)
+        else:
+            selector.unregister(sock)
+        self._interest[sock] = mask
 
     def _decode(self, direction: str, data: bytes, ts: float, deliver_ts: float) -> None:
-        with self._decode_lock:
-            if not self._decoding or self.decoder is None:
-                return
-            try:
-                self.decoder.feed(direction, data, ts, deliver_ts)
-            except Exception as exc:
-                # Forwarding must never depend on decoding: record once, then pass bytes through blind.
-                self._decoding = False
-                log.warning("%s c%d %s: stop decoding: %s", self._proxy.name, self.conn_id, direction, exc)
-                try:
-                    self.decoder.fail(direction, exc, ts)
-                except Exception:
-                    log.exception("decoder failure handler raised")
-
-    def _read_loop(self, direction: str) -> None:
-        source, _ = self._sockets[direction]
-        pipe = self._pipes[direction]
+        if not self._decoding or self.decoder is None:
+            return
         try:
-            while not self._closed.is_set():
-                try:
-                    data = source.recv(_READ_SIZE)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    self.close()  # e.g. reset by the peer: nothing sensible can follow in either direction
-                    break
-                now = time.monotonic()
-                ts = time.time()
-                link = self.link
-                if not data:
-                    if self.blackholed:
-                        self._lossy = True  # the FIN is lost in the partition too
-                    else:
-                        pipe.put(_EOF, pipe.schedule(now, link.sample_delay() if link else 0.0))
-                    break
-                due = pipe.schedule(now, link.sample_delay() if link else 0.0)
-                self._decode(direction, data, ts, ts + (due - now))
-                if self._closed.is_set():
-                    break
-                if link is None and self.link is not None:
-                    due = pipe.schedule(now, self.link.sample_delay())  # bound during decode: delay from now on
-                if self.link is not None:
-                    self.link.counters.add("bytes", direction, len(data))
-                if self.blackholed:
-                    self._lossy = True
-                    self.link.counters.add("dropped_bytes", direction, len(data))
-                    continue
-                if not pipe.put(data, due):
-                    break
-        finally:
-            self._thread_done()
-
-    def _write_loop(self, direction: str) -> None:
-        _, destination = self._sockets[direction]
-        pipe = self._pipes[direction]
-        finished = False
-        try:
-            while True:
-                item = pipe.get()
-                if item is None:
-                    break
-                if self.blackholed:
-                    self._lossy = True
-                    continue
-                if item is _EOF:
-                    # Pass the half-close on: the other direction may still carry an answer (a four-letter word).
-                    shutdown_quietly(destination, socket.SHUT_WR)
-                    finished = True
-                    break
-                if not self._send(destination, item):
-                    break
-        finally:
-            if not finished or self._finish_direction(direction):
-                self.close()
-            self._thread_done()
-
-    def _finish_direction(self, direction: str) -> bool:
-        """Note a clean end of `direction`; True once both directions have ended."""
-        with self._state_lock:
-            self._finished.add(direction)
-            return len(self._finished) == 2
-
-    def _send(self, sock: socket.socket, data: bytes) -> bool:
-        view = memoryview(data)
-        while view:
-            if self._closed.is_set():
-                return False
+            self.decoder.feed(direction, data, ts, deliver_ts)
+        except Exception as exc:
+            # Forwarding must never depend on decoding: record once, then pass bytes through blind.
+            self._decoding = False
+            log.warning("%s c%d %s: stop decoding: %s", self._proxy.name, self.conn_id, direction, exc)
             try:
-                sent = sock.send(view)
-            except TimeoutError:
-                continue
-            except OSError:
-                return False
-            view = view[sent:]
-        return True
+                self.decoder.fail(direction, exc, ts)
+            except Exception:
+                log.exception("decoder failure handler raised")
 
-    def _thread_done(self) -> None:
-        with self._state_lock:
-            self._live_threads -= 1
-            last = self._live_threads == 0
-        if last:
+    def _teardown(self, reset: bool = False) -> None:
+        if self._torn_down:
+            return
+        self._closing = True
+        self._torn_down = True
+        for sock, mask in self._interest.items():
+            if mask:
+                try:
+                    self._proxy._selector.unregister(sock)
+                except (KeyError, ValueError, OSError):
+                    pass
+        self._interest.clear()
+        if reset:
+            abort_socket(self._client)
+        else:
+            shutdown_quietly(self._client, socket.SHUT_RDWR)
             self._client.close()
-            self._upstream.close()
-            self._proxy._forget(self)
-            if self.link is not None:
-                self.link._detach(self)
+        shutdown_quietly(self._upstream, socket.SHUT_RDWR)
+        self._upstream.close()
+        self._proxy._forget(self)
+        if self.link is not None:
+            self.link._detach(self)

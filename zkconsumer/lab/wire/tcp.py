@@ -3,28 +3,29 @@
 Each accepted client connection gets its own upstream connection (see `connection.py` for how bytes flow and
 are decoded). Fault injection and counting are per *link* (see `links.py`): a listener may belong to one link
 (ZooKeeper: a port per member) or a connection may join one once its decoder names it (Kafka: by client_id).
+
+Every listener and connection of a proxy is served by one thread, `<name>-loop`: a selector over non-blocking
+sockets plus timers for delayed chunks. Other threads (faults, stop) hand their work to it through `_call`.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
+import selectors
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Self
 
-from zkconsumer.lab.wire.connection import (
-    POLL_S,
-    Connection,
-    StreamDecoder,
-    abort_socket,
-    shutdown_quietly,
-)
+from zkconsumer.lab.wire.connection import POLL_S, Connection, StreamDecoder, abort_socket
 from zkconsumer.lab.wire.links import RESET, CountedRecord, Link
 
 log = logging.getLogger(__name__)
+_NO_LINK = object()  # a listener's selector data when its connections find their link later (Kafka)
 
 
 def host_port(address: str | tuple[str, int]) -> tuple[str, int]:
@@ -54,10 +55,19 @@ class TcpProxy:
         self._links: dict[str, Link] = {}
         self._listeners: list[tuple[socket.socket, Link | None]] = []
         self._connections: set[Connection] = set()
-        self._threads: set[threading.Thread] = set()
         self._ids = itertools.count(1)
         self._started = False
         self._stopping = threading.Event()
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        for sock in (self._wake_r, self._wake_w):
+            sock.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._timers: list[tuple[float, int, Connection, str]] = []
+        self._timer_ids = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._all_closed = False
 
     def __enter__(self) -> Self:
         return self.start()
@@ -108,37 +118,22 @@ class TcpProxy:
             if self._started:
                 return self
             self._started = True
-            listeners = list(self._listeners)
-        for listener, link in listeners:
-            self._start_accepting(listener, link)
+            self._thread = threading.Thread(target=self._run, name=f"{self.name}-loop", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Close every listener and connection and join every thread (bounded by `timeout`)."""
+        """Close every listener and connection and end the loop thread (bounded by `timeout`)."""
         self._stopping.set()
-        with self._lock:
-            listeners = list(self._listeners)
-            connections = list(self._connections)
-        for listener, _ in listeners:
-            shutdown_quietly(listener, socket.SHUT_RDWR)  # wakes a blocked accept() on Linux
-        for conn in connections:
-            conn.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._lock:
-                pending = [t for t in self._threads if t is not threading.current_thread()]
-            if not pending:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log.warning("%s: %d thread(s) still alive after stop: %s", self.name, len(pending),
-                            [t.name for t in pending])
-                break
-            pending[0].join(min(remaining, 0.2))
-            for conn in self.connections():  # a connection accepted while stopping
-                conn.close()
-        for listener, _ in listeners:
-            listener.close()
+        self._wake()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("%s: loop thread still alive after stop", self.name)
+                return
+        if thread is None or not thread.is_alive():
+            self._close_all()
 
     # ---- internals ---------------------------------------------------------------------------------------
     def _listen(self, link: Link | None, port: int = 0) -> int:
@@ -146,29 +141,102 @@ class TcpProxy:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((self.host, port))
         listener.listen(128)
-        listener.settimeout(POLL_S)
+        listener.setblocking(False)
         with self._lock:
             self._listeners.append((listener, link))
-            started = self._started
-        if started:
-            self._start_accepting(listener, link)
+        self._call(self._selector.register, listener, selectors.EVENT_READ, link or _NO_LINK)
         return listener.getsockname()[1]
 
-    def _start_accepting(self, listener: socket.socket, link: Link | None) -> None:
-        port = listener.getsockname()[1]
-        self._spawn(f"{self.name}-accept-{port}", self._accept_loop, listener, link)
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run `fn(*args)` in the loop thread: now if this is it, else as soon as it wakes."""
+        if threading.current_thread() is self._thread:
+            fn(*args)
+            return
+        with self._lock:
+            queued = self._thread is not None and self._thread.is_alive()
+            if queued:
+                self._calls.append((fn, args))
+        if queued:
+            self._wake()
+        elif not self._stopping.is_set():
+            fn(*args)  # not started yet: nothing runs concurrently
 
-    def _accept_loop(self, listener: socket.socket, link: Link | None) -> None:
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:  # full (it is awake anyway) or closed
+            pass
+
+    def _at(self, due: float, conn: Connection, way: str) -> None:
+        heapq.heappush(self._timers, (due, next(self._timer_ids), conn, way))
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                timeout = POLL_S
+                if self._timers:
+                    timeout = min(timeout, max(0.0, self._timers[0][0] - time.monotonic()))
+                for key, mask in self._selector.select(timeout):
+                    data = key.data
+                    if data is None:
+                        self._drain_wake()
+                    elif isinstance(data, Connection):
+                        data._on_event(key.fileobj, mask)  # type: ignore[arg-type]
+                    else:
+                        self._accept(key.fileobj, None if data is _NO_LINK else data)  # type: ignore[arg-type]
+                self._run_calls()
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    _, _, conn, way = heapq.heappop(self._timers)
+                    if not conn._torn_down:
+                        conn._flush(conn._ways[way])
+        except Exception:
+            log.exception("%s: loop crashed", self.name)
+        finally:
+            self._run_calls()
+            self._close_all()
+
+    def _run_calls(self) -> None:
+        while True:
+            with self._lock:
+                if not self._calls:
+                    return
+                fn, args = self._calls.popleft()
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("%s: %s failed", self.name, getattr(fn, "__name__", fn))
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _close_all(self) -> None:
+        with self._lock:
+            if self._all_closed:
+                return
+            self._all_closed = True
+        for conn in self.connections():
+            conn._teardown(False)
+        with self._lock:
+            listeners, self._listeners = list(self._listeners), []
+        for listener, _ in listeners:
+            listener.close()
+        for sock in (self._wake_r, self._wake_w):
+            sock.close()
+        self._selector.close()
+
+    def _accept(self, listener: socket.socket, link: Link | None) -> None:
         while not self._stopping.is_set():
             try:
                 client, _ = listener.accept()
-            except TimeoutError:
-                continue
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError:
-                break
-            if self._stopping.is_set():
-                client.close()
-                break
+                return
             if link is not None and link.cut_mode == RESET:
                 link.counters.add("connections", "refused")
                 abort_socket(client)
@@ -184,32 +252,17 @@ class TcpProxy:
             return
         for sock in (client, upstream):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(POLL_S)
+            sock.setblocking(False)
         conn = Connection(self, next(self._ids), client, upstream, link)
         with self._lock:
             self._connections.add(conn)
         if link is not None:
             link._attach(conn)
-        conn._start()
+        conn._register()
 
     def _forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        def run() -> None:
-            try:
-                target(*args)
-            except Exception:
-                log.exception("%s crashed", name)
-            finally:
-                with self._lock:
-                    self._threads.discard(thread)
-
-        thread = threading.Thread(target=run, name=name, daemon=True)
-        with self._lock:
-            self._threads.add(thread)
-        thread.start()
 
     def _emit(self, record: CountedRecord, link: Link | None) -> None:
         if link is not None:

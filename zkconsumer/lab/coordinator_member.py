@@ -223,6 +223,9 @@ class CoordinatorMember:
             log.info("lab member %s: subscribed to %s in group %s", self.name, self.settings.topics,
                      self.settings.group)
             while not self._stop.is_set():
+                # poll() auto-commits the positions of what earlier polls returned: those records go into the
+                # trace first, so a kill -9 right after the commit cannot leave committed offsets unrecorded
+                self._batches.flush()
                 try:
                     batches = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
                 except Exception as exc:

@@ -21,6 +21,7 @@ from fetcher_manager.broker import Broker
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded.registrar import register as register_broker
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
+from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.scenario import Case
 from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.05
 _OWNERS_EVERY_S = 0.5
 INITIAL_WAVE = 32
+DRAIN_TIMEOUT_S = 15.0  # members consume the load's last messages within a fetch or two; a loss never drains
 
 Progress = Callable[[str], None]
 
@@ -81,6 +83,7 @@ class CaseRun:
         self._pending_change: tuple[int, float] | None = None  # (membership change number, when)
         self._changes = 0
         self._next_member = 0
+        self._load: LoadProducer | None = None
 
     # --- the run ---------------------------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class CaseRun:
                 root.ensure_path(self.chroot)  # before anyone connects with it (kazoo warns about a missing chroot)
             admin.start()
             topics = self._setup(admin)
+            self._start_load(topics)
             for i, host in enumerate(self.servers.zookeeper):
                 samplers.append(MntrSampler(*host_port(host), sink=self._mntr_sink(i), interval_s=1.0,
                                             name=f"lab-mntr{i}").start())
@@ -122,6 +126,7 @@ class CaseRun:
             self._phase("settled")
             self._churn(driver, admin, topics)
             self._phase("done")
+            self._stop_load(drain=True)
             status = "completed"
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted (SIGINT)"
@@ -131,18 +136,40 @@ class CaseRun:
             raise
         finally:
             self._stop.set()
+            self._stop_load(drain=False)
             ports = self._ports(zk_proxies)
             stats = self._shutdown(driver, samplers, zk_proxies, admin, zk_router)
             self.rundir.finish(status, error, stats=stats, ports=ports)
         return self.rundir.path
 
+    def _start_load(self, topics: dict[str, int]) -> None:
+        """The scenario's `[load]`, straight to the broker (not through the proxy: not a member's cost), from
+        before the first member starts; members begin at the earliest offset, so nothing produced is skipped."""
+        load = self.scenario.load
+        if load.rate > 0:
+            self._load = LoadProducer(self.servers.broker, topics, self.trace, rate=load.rate, keys=load.keys,
+                                      message_size=load.message_size).start()
+
+    def _stop_load(self, drain: bool) -> None:
+        """Stop producing; with `drain`, give the members a bounded time to consume what was produced, so the
+        delivery audit's gaps are losses and not messages in flight when the run ended."""
+        load, self._load = self._load, None
+        if load is None:
+            return
+        load.stop()
+        if drain:
+            self.progress("draining the load")
+            wait_drained(self.rundir.path / "traces", dict(load.ranges.last), DRAIN_TIMEOUT_S, self._stop)
+
     def _start_initial_group(self, driver: DesignDriver) -> None:
-        """Start the initial members in waves of `INITIAL_WAVE`, each settled before the next. The initial group
-        is not measured (t = 0 is when it is stable); starting hundreds at once only makes every member re-read
-        every registration many times over while the group keeps changing under it."""
+        """Start the initial members in waves, each settled before the next: `INITIAL_WAVE` first, then as many
+        as are already in the group (the group doubles with each wave). The initial group is not measured (t = 0
+        is when it is stable); starting hundreds at once only makes every member re-read every registration many
+        times over while the group keeps changing under it, and waves of a fixed size make every wave re-read
+        the whole group again (a join costs ~M² reads, docs/join-cost.md): doubling reaches 256 in 4 waves."""
         remaining = self.scenario.group.members
         while remaining:
-            wave = min(remaining, INITIAL_WAVE)
+            wave = min(remaining, max(INITIAL_WAVE, self._next_member))
             for _ in range(wave):
                 self._join(driver, member_name(self._allocate()))
             remaining -= wave

@@ -1,29 +1,38 @@
 """One ZooKeeper-design lab member: this project's connector, reporting everything as trace records.
 
-In a thread (`ZkMember.start()` in the orchestrator's process; rebalance-only with `fetch=False`) or as an
-OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIGTERM stops gracefully (a leave),
-SIGKILL kills, and SIGSTOP pauses. The member writes to its own trace file: every `MemberEvent` as a
-`member_event`, its ZooKeeper session credentials (so the lab can force a real server-side expiry), what it
-consumed as `consume` batches, and its ZooKeeper operation counters when it ends.
+As an OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIGTERM stops gracefully (a
+leave), SIGKILL kills, and SIGSTOP pauses; or as a thread of a member host (`MemberHost`, `python -m
+zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-only members
+(`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
+The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session
+credentials (so the lab can force a real server-side expiry), each message it consumed as a `consume` record, and its
+ZooKeeper operation counters when it ends.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import select
 import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.handlers.utils import selector_select
 
 from rebalance.events import EventKind, MemberEvent
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
-_FLUSH_S = 0.2
+_STOP_CHECK_S = 0.2  # consumer.timeout.ms of the draining streams: how often they look at the stop flag
+_HOST_STOP_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -39,39 +48,24 @@ class ZkMemberSettings:
     def config(self) -> ConsumerConfig:
         props = {"auto.offset.reset": "smallest", **self.properties, "group.id": self.group,
                  "zookeeper.connect": self.zookeeper_connect, "consumer.id": self.name, "client.id": self.name,
-                 "consumer.timeout.ms": int(_FLUSH_S * 1000)}
+                 "consumer.timeout.ms": int(_STOP_CHECK_S * 1000)}
         return ConsumerConfig.from_properties(props)
 
 
-class _Batches:
-    """Per partition, the range of offsets handed out since the last flush (one `consume` record each)."""
+class _ConsumeLog:
+    """One `consume` record per message, written (and flushed to the file) as the stream hands it out.
+
+    Not batched: a member can be killed (kill -9) at any moment, and the next owner of its partitions re-reads
+    from the last committed offset. What the killed member was handed after that commit is exactly the
+    duplicates the delivery audit must count, so none of it may wait in memory for a flush that never comes."""
 
     def __init__(self, trace: TraceWriter, member: str) -> None:
         self.trace = trace
         self.member = member
-        self.lock = threading.Lock()
-        self.open: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [first, last, count]
 
     def add(self, topic: str, partition: int, offset: int) -> None:
-        with self.lock:
-            batch = self.open.get((topic, partition))
-            if batch is None or offset != batch[1] + 1:
-                if batch is not None:
-                    self._write(topic, partition, batch)
-                self.open[(topic, partition)] = [offset, offset, 1]
-            else:
-                batch[1] = offset
-                batch[2] += 1
-
-    def flush(self) -> None:
-        with self.lock:
-            for (topic, partition), batch in self.open.items():
-                self._write(topic, partition, batch)
-            self.open.clear()
-
-    def _write(self, topic: str, partition: int, batch: list[int]) -> None:
-        self.trace.write("consume", member=self.member, topic=topic, partition=partition, first_offset=batch[0],
-                         last_offset=batch[1], count=batch[2])
+        self.trace.write("consume", member=self.member, topic=topic, partition=partition, first_offset=offset,
+                         last_offset=offset, count=1)
 
 
 class ZkMember:
@@ -85,7 +79,7 @@ class ZkMember:
         self.trace = trace
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._batches = _Batches(trace, settings.name)
+        self._consumed = _ConsumeLog(trace, settings.name)
         self.connector = ZookeeperConsumerConnector(settings.config(), zk_factory=zk_factory,
                                                     fetcher_factory=None if settings.fetch else NoFetchers)
         self.connector.add_event_listener(self._on_event)
@@ -110,15 +104,12 @@ class ZkMember:
         finally:
             for thread in self._threads:
                 thread.join(5)
-            self._batches.flush()
             self.trace.write("member_event", member=self.settings.name, kind="op_counts",
                              counts=self.connector.zk.op_counts())
 
     # --- reporting -----------------------------------------------------------------------------------
 
     def _on_event(self, event: MemberEvent) -> None:
-        if event.kind in (EventKind.FETCHERS_STOPPED, EventKind.SESSION_EXPIRED):
-            self._batches.flush()  # what was consumed before a stop belongs before it in the trace
         record = event.to_dict()
         record.pop("consumer_id", None)
         self.trace.write("member_event", ts=record.pop("time"), member=self.settings.name, **record)
@@ -139,16 +130,165 @@ class ZkMember:
             try:
                 message = next(iterator)
             except ConsumerTimeoutError:
-                self._batches.flush()
                 continue
             except StopIteration:
                 return
-            self._batches.add(message.topic, message.partition, message.offset)
+            self._consumed.add(message.topic, message.partition, message.offset)
+
+
+class MemberHost:
+    """Members as threads of this process, for the lab's `--members threads`: several hosts spread a large group
+    over the machine's cores (one process would hold every member's kazoo client behind one GIL).
+
+    Commands, one JSON object a line: `{"op": "join", "settings": {...}}` starts a member (its first rebalance
+    runs in a thread of its own), `{"op": "leave", "name": ...}` stops one gracefully, `{"op": "stop"}` (or the
+    end of the input) stops them all and ends the host. Replies, one JSON object a line: `{"name", "event":
+    "started" | "failed" | "left", "error"}`, and `{"event": "stopped"}` last. What members do goes to their
+    own trace files, as from a member process.
+    """
+
+    def __init__(self, reply: Callable[[dict[str, Any]], None]) -> None:
+        self._reply = reply
+        self._lock = threading.Lock()
+        self._members: dict[str, _Hosted] = {}
+        self._threads: list[threading.Thread] = []
+
+    def handle(self, command: dict[str, Any]) -> bool:
+        """Apply one command; False once the host should end (after `stop`)."""
+        op = command.get("op")
+        if op == "join":
+            settings = ZkMemberSettings(**command["settings"])
+            hosted = _Hosted(settings)
+            with self._lock:
+                old = self._members.pop(settings.name, None)
+                self._members[settings.name] = hosted
+            if old is not None:
+                old.stop()
+            self._spawn(f"lab-{settings.name}-start", self._start, hosted)
+        elif op == "leave":
+            with self._lock:
+                hosted = self._members.pop(command["name"], None)
+            if hosted is None:
+                self._reply({"name": command["name"], "event": "left"})
+            else:
+                self._spawn(f"lab-{hosted.settings.name}-leave", self._leave, hosted)
+        elif op == "stop":
+            self.stop()
+            return False
+        return True
+
+    def stop(self) -> None:
+        with self._lock:
+            members, self._members = list(self._members.values()), {}
+        for hosted in members:
+            self._spawn(f"lab-{hosted.settings.name}-leave", self._leave, hosted)
+        deadline = time.monotonic() + _HOST_STOP_S
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._reply({"event": "stopped"})
+
+    def _start(self, hosted: _Hosted) -> None:
+        try:
+            hosted.start()
+            self._reply({"name": hosted.settings.name, "event": "started"})
+        except BaseException as exc:  # reported by the driver as a failed member
+            log.warning("lab member %s: failed to start: %s", hosted.settings.name, exc)
+            self._reply({"name": hosted.settings.name, "event": "failed", "error": f"{type(exc).__name__}: {exc}"})
+
+    def _leave(self, hosted: _Hosted) -> None:
+        hosted.stop()
+        self._reply({"name": hosted.settings.name, "event": "left"})
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+
+class _Hosted:
+    """One member of a host: made and started by `start()` (in its start thread), stopped by `stop()`."""
+
+    def __init__(self, settings: ZkMemberSettings) -> None:
+        self.settings = settings
+        self.member: ZkMember | None = None
+        self.trace: TraceWriter | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._started = threading.Event()
+
+    def start(self) -> None:
+        try:
+            with self._lock:
+                if self._stopped:
+                    return
+                self.trace = TraceWriter(Path(self.settings.trace_path), "zk")
+                self.member = ZkMember(self.settings, self.trace)
+        finally:
+            self._started.set()
+        self.member.start()
+
+    def stop(self) -> None:
+        self._started.wait(_HOST_STOP_S)  # a member still connecting is stopped once it has a connector
+        with self._lock:
+            self._stopped = True
+            member, trace = self.member, self.trace
+        try:
+            if member is not None:
+                member.stop()
+        except Exception:
+            log.exception("lab member %s: error while leaving", self.settings.name)
+        finally:
+            if trace is not None:
+                trace.close()
+
+
+def _select(rlist: list, wlist: list, xlist: list, timeout: float | None = None) -> tuple[list, list, list]:
+    """`select.select`, falling back to kazoo's own selector-based select for a descriptor above FD_SETSIZE.
+
+    kazoo 2.11's threading handler selects through `kazoo.handlers.utils.selector_select`, which builds and
+    closes a new epoll selector on every call, and its connection loop selects about five times per request
+    (wake-up, writable, header, body): in a host of dozens of members that is most of the process's time.
+    The requests sent are the same either way; only how the connection thread waits for its socket changes.
+    """
+    try:
+        return select.select(rlist, wlist, xlist, timeout)
+    except ValueError:  # a descriptor >= FD_SETSIZE (1024)
+        return selector_select(rlist, wlist, xlist, timeout)
+
+
+def host_main(name: str, level: str) -> int:
+    """A member host's process: commands on stdin until `stop` or the end of the input (the lab went away)."""
+    SequentialThreadingHandler.select = lambda _handler, *args, **kwargs: _select(*args, **kwargs)
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s {name} %(threadName)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(max(logging.getLogger().level, logging.WARNING))
+    # Ctrl-C reaches the whole process group: the lab stops its hosts itself, through their stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out_lock = threading.Lock()
+
+    def reply(message: dict[str, Any]) -> None:
+        line = json.dumps(message, separators=(",", ":"))
+        with out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    host = MemberHost(reply)
+    for line in sys.stdin:
+        if line.strip() and not host.handle(json.loads(line)):
+            return 0
+    host.stop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point: settings as one JSON argument; runs until SIGTERM (leave) or SIGINT."""
+    """Process entry point: settings as one JSON argument; runs until SIGTERM (leave) or SIGINT. `--host NAME
+    [LEVEL]` runs a member host instead (`MemberHost`)."""
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--host":
+        return host_main(args[1], args[2] if len(args) > 2 else "WARNING")
     settings = ZkMemberSettings(**json.loads(args[0]))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     trace = TraceWriter(Path(settings.trace_path), "zk")

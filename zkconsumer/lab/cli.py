@@ -115,7 +115,7 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="results directory: one run directory per case and design")
 @click.option("--members", "process_mode", type=click.Choice(["processes", "threads"]), default=None,
-              help="members as OS processes (default) or rebalance-only threads in this process (large N)")
+              help="members as OS processes (default) or rebalance-only threads in member host processes (large N)")
 @click.option("--values", default=None, metavar="V1,V2,...", help="run only these sweep values")
 @click.option("--repeats", type=click.IntRange(1), default=None, help="run only the first N repeats")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...]", help="external ZooKeeper (default: embedded)")

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Iterable
 
 from fetcher_manager.broker import Broker
-from fetcher_manager.kafka_wire import BrokerError, KafkaWire, WireError
+from fetcher_manager.kafka_wire import BrokerError, WireError
 from fetcher_manager.topic_partition import TopicPartition
+from zkconsumer.logsize import leader_log_ends
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_brokers
 
@@ -39,28 +39,11 @@ def log_end_offsets(brokers: list[Broker], partitions: Iterable[TopicPartition],
                     timeout_ms: int = LAG_SOCKET_TIMEOUT_MS) -> dict[TopicPartition, int] | None:
     """Log end offset per partition; None if no broker answered. A partition whose leader is unknown or fails is
     left out (shown as "-")."""
-    wanted = list(partitions)
     if not brokers:
         return None
-    shuffled = list(brokers)
-    random.shuffle(shuffled)
-    wire = KafkaWire("zkconsumer-watch", timeout_ms)
     try:
-        try:
-            metadata = wire.metadata(shuffled, {tp.topic for tp in wanted})
-        except (WireError, BrokerError) as exc:
-            log.info("log end offsets unavailable: %s", exc)
-            return None
-        ends: dict[TopicPartition, int] = {}
-        for tp in wanted:
-            leader = metadata.leaders.get(tp)
-            broker = metadata.brokers.get(leader) if leader is not None else None
-            if broker is None:
-                continue
-            try:
-                ends[tp] = wire.offset_for(broker, tp, earliest=False)
-            except (BrokerError, WireError) as exc:
-                log.debug("log end of %s unavailable: %s", tp, exc)
-        return ends
-    finally:
-        wire.close()
+        ends = leader_log_ends(brokers, partitions, client_id="zkconsumer-watch", socket_timeout_ms=timeout_ms)
+    except (WireError, BrokerError) as exc:
+        log.info("log end offsets unavailable: %s", exc)
+        return None
+    return {TopicPartition(*tp): end for tp, end in ends.items()}

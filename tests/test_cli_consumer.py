@@ -62,3 +62,20 @@ def test_describe_of_missing_group_is_one_line_error(zk_connect):
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 1 and "group 'nope' does not exist" in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_consumer_config_file_is_completed_by_the_command_line(cluster, tmp_path):
+    """kafka-console-consumer takes --consumer.config for tuning keys while --group and --zookeeper come from the
+    command line: a file without group.id or zookeeper.connect must not be rejected."""
+    topic = cluster.create_topic(partitions=2)
+    run("produce", "--zookeeper", cluster.zookeeper_connect, "--topic", topic, "--num-messages", "20")
+    props = tmp_path / "consumer.properties"
+    props.write_text("auto.offset.reset=smallest\nconsumer.timeout.ms=3000\n")
+    consumed = run("consume", "--zookeeper", cluster.zookeeper_connect, "--group", unique("cfg"), "--topic", topic,
+                   "--consumer-config", str(props))
+    assert len(consumed.stdout.splitlines()) == 20  # smallest and the timeout came from the file
+    # and a file that names zookeeper.connect is used when --zookeeper is not given
+    props.write_text(f"zookeeper.connect={cluster.zookeeper_connect}\nauto.offset.reset=smallest\n"
+                     "consumer.timeout.ms=3000\n")
+    again = run("consume", "--group", unique("cfg"), "--topic", topic, "--consumer-config", str(props))
+    assert len(again.stdout.splitlines()) == 20

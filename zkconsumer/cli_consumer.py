@@ -125,11 +125,14 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
 
         if sum(x is not None for x in (topic, whitelist, blacklist)) != 1:
             raise click.UsageError("give exactly one of --topic, --whitelist, --blacklist")
-        props: dict[str, object] = {}
-        if consumer_config is not None:
-            props.update(ConsumerConfig.from_properties(consumer_config).to_properties())
-        props.update({"zookeeper.connect": resolve_zookeeper(zookeeper),
-                      "group.id": group or props.get("group.id") or f"console-consumer-{uuid.uuid4().int % 100000}"})
+        from zkconsumer.config import read_properties_file
+
+        # The file's keys first, unvalidated: what it lacks (group.id, zookeeper.connect) may come from the
+        # command line, and the whole is validated once below.
+        props: dict[str, object] = dict(read_properties_file(consumer_config)) if consumer_config else {}
+        if zookeeper or "zookeeper.connect" not in props:
+            props["zookeeper.connect"] = resolve_zookeeper(zookeeper)
+        props["group.id"] = group or props.get("group.id") or f"console-consumer-{uuid.uuid4().int % 100000}"
         if from_beginning:
             props["auto.offset.reset"] = "smallest"
         if timeout_ms is not None:

@@ -172,7 +172,7 @@ class ConsumerConfig:
         Mapping values may be strings or already typed (``"6000"`` and ``6000``; ``"TRUE"`` and ``True``);
         ``None`` means "not set". Unknown keys only log a warning, like Kafka's ``VerifiableProperties``.
         """
-        raw = dict(source) if isinstance(source, Mapping) else _read_properties_file(source)
+        raw = dict(source) if isinstance(source, Mapping) else read_properties_file(source)
         by_key = {_key(f.name): f.name for f in fields(cls) if f.init}
         kwargs: dict[str, object] = {}
         for key, value in raw.items():
@@ -286,7 +286,7 @@ def _split_connect(connect: str) -> tuple[str, str | None]:
     return hosts, chroot
 
 
-def _read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
+def read_properties_file(path: str | os.PathLike[str]) -> dict[str, str]:
     """Parse a Java .properties file with jproperties (read as UTF-8, a superset of the ASCII Kafka uses)."""
     props = Properties()
     shown = repr(os.fspath(path))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from analysis_builders import PREDICT_TO
 
@@ -81,3 +84,15 @@ def test_the_report_puts_predictions_next_to_the_hand_built_sweep(analysed: Anal
     assert f"N up to {PREDICT_TO}" in html
     assert "differs" in html and "unexplained: see docs/simulation.md" in html
     assert {"predictions", "prediction_comparison"} <= set(analysed.tables)
+
+
+def test_lab_analyze_without_runs_is_a_one_line_usage_error(tmp_path) -> None:
+    """The CLI names what it looked for and what to give, and starts no Spark JVM for nothing."""
+    empty = tmp_path / "no-runs"
+    empty.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "zkconsumer", "lab", "analyze", str(empty), "--out",
+                           str(tmp_path / "report")], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert f"no run directory (with a manifest.json) under {empty}" in proc.stderr
+    assert "lab run --out" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "report").exists()

@@ -101,6 +101,12 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
             result = analyze(list(run_dirs), out_dir, predict_to=None if no_predict else predict_to)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    finally:
+        from pyspark.sql import SparkSession
+
+        started = SparkSession.getActiveSession()
+        if started is not None:  # the session analyze() started: its JVM is stopped here, not at exit
+            started.stop()
     click.echo(f"{result.runs} runs, {result.trace_lines} trace lines ({result.bad_lines} bad) in "
                f"{result.seconds:.1f} s")
     if result.bad_lines:

@@ -60,8 +60,9 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
                  if "predictions" in result.tables else [])
     Console(width=200).print(summary_table(runs, predicted))
     exact = _exact_counts(spark, result)
+    spark.stop()  # the Spark JVM is ours too: stopped here, not left to the interpreter's exit
     console.print("[brackets]: the simulation's first seed; the report predicts a run that raced (an owner "
-                  "conflict) again with a seed that races as often")
+                  "conflict) again with a seed that races as often", markup=False)
     if exact is not None:
         console.print(f"simulation: {exact[0]} of {exact[1]} deterministic counts predicted exactly")
     console.print(f"done in {time.monotonic() - began:.0f} s; every server this job started is stopped")

@@ -79,10 +79,11 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     settled group and the group sizes above them up to `predict_to` (predictions.py): tables `predictions` (one
     sweep row per N) and `prediction_comparison` (observed next to predicted, per run and metric)."""
     began = time.monotonic()
-    spark = spark or session()
     runs = load_runs([Path(p) for p in run_dirs])
-    if not runs:
-        raise ValueError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}")
+    if not runs:  # before a JVM is started for nothing
+        raise ValueError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}: give "
+                         "`lab run --out` directories or run directories")
+    spark = spark or session()
     log.info("analysing %d runs", len(runs))
     runs_df = runs_frame(spark, runs)
     traces = read_traces(spark, runs)

@@ -1,5 +1,6 @@
 """The coordinator design, modelled: Apache Kafka's `GroupCoordinator` state machine (classic protocol) and its
-members' join/sync/heartbeat clients, on the same virtual clock and latency model (group-coordinator.md).
+members' join/sync/heartbeat clients, on the same virtual clock and latency model (Kafka's GroupCoordinator.scala;
+docs/coordinator.md).
 
     prediction = simulate_coordinator(CoordinatorSimConfig(members=16, churn="join", seed=1))
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.event_log import read_json_lines
+from zkconsumer.lab.driver import TraceTail
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -134,28 +134,30 @@ class LoadProducer:
         log.info("lab load: %d messages sent, %d not acknowledged", self.sent, self.failed)
 
 
-def consumed_up_to(trace_dir: Path) -> dict[tuple[str, int], int]:
-    """The highest offset each partition's `consume` records reach, over every member's trace file."""
-    reached: dict[tuple[str, int], int] = {}
-    for path in sorted(trace_dir.glob("*.jsonl")):
-        for record in read_json_lines(path):
-            if record.get("type") == "consume":
-                key = (record["topic"], record["partition"])
-                reached[key] = max(reached.get(key, -1), record["last_offset"])
-    return reached
-
-
 def wait_drained(trace_dir: Path, produced: Mapping[tuple[str, int], int], timeout: float,
                  stop: threading.Event | None = None) -> bool:
     """Wait (bounded) until the members' consume records reach every partition's last produced offset, so the
-    delivery audit does not count the messages still in flight at the end of the run as gaps."""
+    delivery audit does not count the messages still in flight at the end of the run as gaps. Each trace file is
+    followed from where the last poll left it (`TraceTail`), not read again from the start."""
     deadline = time.monotonic() + timeout
-    while True:
-        reached = consumed_up_to(trace_dir)
-        if all(reached.get(key, -1) >= last for key, last in produced.items()):
-            return True
-        if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-            missing = {f"{t}/{p}": last for (t, p), last in produced.items() if reached.get((t, p), -1) < last}
-            log.warning("lab load: not every produced message was consumed within %.0f s: %s", timeout, missing)
-            return False
-        time.sleep(0.2)
+    tails: dict[Path, TraceTail] = {}
+    reached: dict[tuple[str, int], int] = {}
+    try:
+        while True:
+            for path in trace_dir.glob("*.jsonl"):
+                tail = tails.setdefault(path, TraceTail(path, keep_open=True))
+                for record in tail.poll():
+                    if record.get("type") == "consume":
+                        key = (record["topic"], record["partition"])
+                        reached[key] = max(reached.get(key, -1), record["last_offset"])
+            if all(reached.get(key, -1) >= last for key, last in produced.items()):
+                return True
+            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                missing = {f"{t}/{p}": last for (t, p), last in produced.items() if reached.get((t, p), -1) < last}
+                log.warning("lab load: not every produced message was consumed within %.0f s: %s", timeout,
+                            missing)
+                return False
+            time.sleep(0.2)
+    finally:
+        for tail in tails.values():
+            tail.close()

@@ -1,5 +1,9 @@
 """Real servers for the suite: one session-scoped ZooKeeper (a fresh chroot per test), an opt-in 3-server
-ensemble, and the tansu broker registered in each test's chroot as a ZooKeeper-mode broker would be.
+ensemble, and one session-scoped Apache Kafka broker in ZooKeeper mode at that ZooKeeper's root.
+
+A Kafka broker has one `zookeeper.connect`, so the tests that use it (`cluster`, `members`) share the root, where
+the broker registers and its controller writes topics; they keep apart by unique topic and group names. Tests
+that need ZooKeeper only get a fresh, empty chroot each.
 
 Every server started here is stopped here; tests get connect strings, never processes to clean up.
 """
@@ -17,9 +21,9 @@ from helpers import ZkProbe, make_config, unique
 from fetcher_manager.broker import Broker
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin import create_topic
-from zkconsumer.embedded.broker import TansuBroker
-from zkconsumer.embedded.registrar import register
+from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
 
 logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -40,9 +44,17 @@ def zk_root(zk_server: ZooKeeperEnsemble) -> Iterator[ZkProbe]:
     probe.close()
 
 
+# Fixtures that put a test on the broker's ZooKeeper root instead of a chroot of its own.
+_BROKER_FIXTURES = ("cluster", "members", "kafka_zk")
+
+
 @pytest.fixture
-def zk_connect(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe) -> str:
-    """A connect string with a fresh (existing) chroot, so tests never see each other's nodes."""
+def zk_connect(request: pytest.FixtureRequest, zk_server: ZooKeeperEnsemble, zk_root: ZkProbe) -> str:
+    """A connect string with a fresh (existing) chroot, so tests never see each other's nodes; the broker's
+    root for a test that also uses the broker (its topics and registration are only there)."""
+    if any(name in request.fixturenames for name in _BROKER_FIXTURES):
+        request.getfixturevalue("kafka")
+        return zk_server.connect_string
     chroot = f"/{unique('t')}"
     zk_root.create(chroot)
     return f"{zk_server.connect_string}{chroot}"
@@ -65,16 +77,21 @@ def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
 
 
 @pytest.fixture(scope="session")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    broker = TansuBroker.plan(tmp_path_factory.mktemp("tansu"))
+def kafka(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka broker for the session, registered at the session ZooKeeper's root."""
+    broker = KafkaBroker.plan(tmp_path_factory.mktemp("kafka"), 1, zk_server.connect_string)
     broker.start()
-    yield broker
-    broker.stop()
+    try:
+        broker.wait_ready(lambda i: zk_root.exists(layout.broker_path(i)))
+        yield broker
+    finally:
+        broker.stop()
 
 
 @dataclass
 class TestCluster:
-    """What a test needs to use ZooKeeper plus a broker registered in its chroot."""
+    """What a test needs to use ZooKeeper plus the broker registered there."""
 
     zookeeper_connect: str
     bootstrap_servers: str
@@ -89,11 +106,9 @@ class TestCluster:
 
 
 @pytest.fixture
-def cluster(zk_connect: str, tansu: TansuBroker) -> Iterator[TestCluster]:
-    zk_client = ZkClient(zk_connect, session_timeout_ms=10000, log_id="test-broker").start()
-    broker = Broker(tansu.node_id, "127.0.0.1", tansu.port)
-    register(zk_client, broker)
-    yield TestCluster(zk_connect, tansu.bootstrap, broker, zk_client)
+def cluster(zk_connect: str, kafka: KafkaBroker) -> Iterator[TestCluster]:
+    zk_client = ZkClient(zk_connect, session_timeout_ms=10000, log_id="test-admin").start()
+    yield TestCluster(zk_connect, kafka.bootstrap, Broker(kafka.broker_id, "127.0.0.1", kafka.port), zk_client)
     zk_client.close()
 
 

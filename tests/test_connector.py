@@ -104,14 +104,14 @@ def test_wildcard_member_picks_up_created_topics_and_never_internal(cluster, zk,
     assert '"pattern":"white_list"' in zk.text(f"/consumers/{group}/ids/{group}_w")
 
 
-def test_no_broker_then_broker_registration(zk_connect, zk, tansu):
+def test_no_broker_then_broker_registration(zk_connect, zk, kafka):
     zk.create("/brokers/topics/nb", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
     group = unique("g")
     with ZookeeperConsumerConnector(make_config(zk_connect, group, "m")) as member:
         member.create_message_streams({"nb": 1})  # succeeds without brokers, owning nothing
         assert member.owned_partitions() == {}
         assert zk.owners(group) == {}
-        zk.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d,"jmx_port":-1}' % tansu.port,
+        zk.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d,"jmx_port":-1}' % kafka.port,
                   ephemeral=True)
         wait_for(lambda: set(zk.owners(group)) == {("nb", 0), ("nb", 1)}, message="owned after broker joined")
 
@@ -308,11 +308,11 @@ def test_rebalance_listener_sees_released_and_global_assignments(cluster, zk, me
 
 
 @pytest.mark.ensemble
-def test_connection_loss_alone_releases_nothing(ensemble, tansu):
+def test_connection_loss_alone_releases_nothing(ensemble, kafka):
     connect = ensemble.connect_string
     probe = ZkProbe(connect)
     try:
-        probe.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d}' % tansu.port, ephemeral=True)
+        probe.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d}' % kafka.port, ephemeral=True)
         probe.create("/brokers/topics/lossy", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
         config = make_config(connect, "g", "m", zookeeper_session_timeout_ms=20000)
         with ZookeeperConsumerConnector(config) as member:

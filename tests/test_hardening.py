@@ -14,9 +14,9 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
 from fetcher_manager.broker import Broker
 from zkconsumer import MemberState, Whitelist, ZookeeperConsumerConnector
-from zkconsumer.embedded.registrar import register as register_broker
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.registration import RegistrationInterruptedError
+from zkconsumer.zookeeper import codecs
 from zkconsumer.zookeeper.client import ZkClient, ZkClosedError
 
 
@@ -213,13 +213,15 @@ def test_metrics_follow_consumption_and_ownership(cluster, zk, members):
     wait_for(lambda: owned_gauge not in member.registry.names(), message="gauge removed on release")
 
 
-def test_no_thread_outlives_shutdown_even_with_zookeeper_gone(tmp_path, tansu):
+def test_no_thread_outlives_shutdown_even_with_zookeeper_gone(tmp_path, kafka):
     servers = ZooKeeperEnsemble.plan(tmp_path / "zk", size=1)
     servers.start()
     try:
         connect = servers.connect_string
         setup = ZkClient(connect, session_timeout_ms=10000, log_id="setup").start()
-        register_broker(setup, Broker(tansu.node_id, "127.0.0.1", tansu.port))
+        # A ZooKeeper of its own (stopped mid-test), so the session broker is registered here by hand.
+        setup.ensure_path("/brokers/ids")
+        setup.create("/brokers/ids/111", codecs.encode_broker(Broker(111, "127.0.0.1", kafka.port)), ephemeral=True)
         setup.create("/brokers/topics/gone", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
         before = set(threading.enumerate())
         member = ZookeeperConsumerConnector(make_config(connect, "g", "m", zookeeper_session_timeout_ms=4000))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from zkconsumer.admin import AdminError, create_topic
+from zkconsumer.admin import AdminError, alter_partitions, create_topic, describe_topic, list_topics
 from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir, default_zookeeper
 from zkconsumer.embedded.process import EmbeddedError
 from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
@@ -88,20 +88,23 @@ def main(verbose: int) -> None:
 
 @main.group()
 def cluster() -> None:
-    """Run a real ZooKeeper (or ensemble) and the tansu Kafka-protocol broker in the background."""
+    """Run a real ZooKeeper (or ensemble) and Apache Kafka brokers in ZooKeeper mode, in the background."""
 
 
 @cluster.command("up")
 @click.option("--zk-servers", type=click.IntRange(1, 9), default=1, show_default=True, help="ZooKeeper servers")
 @click.option("--zk-port", type=click.IntRange(1, 65535), default=None, help="client port (single server only)")
-@click.option("--broker-port", type=click.IntRange(1, 65535), default=None, help="broker port (default: free port)")
-@click.option("--no-broker", is_flag=True, help="start ZooKeeper only")
+@click.option("--brokers", type=click.IntRange(0, 9), default=1, show_default=True,
+              help="Kafka brokers (0: ZooKeeper only)")
+@click.option("--broker-port", type=click.IntRange(1, 65535), default=None, help="broker port (single broker only)")
+@click.option("--no-broker", is_flag=True, help="start ZooKeeper only (same as --brokers 0)")
+@click.option("--purge", is_flag=True, help="start from empty data (default: keep the last run's topics and offsets)")
 @dir_option
-def cluster_up(
-    zk_servers: int, zk_port: int | None, broker_port: int | None, no_broker: bool, base_dir: Path | None
-) -> None:
+def cluster_up(zk_servers: int, zk_port: int | None, brokers: int, broker_port: int | None, no_broker: bool,
+               purge: bool, base_dir: Path | None) -> None:
     """Start the cluster and return; prints zookeeper.connect and bootstrap.servers."""
-    c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port, with_broker=not no_broker)
+    c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port,
+                           brokers=0 if no_broker else brokers, purge=purge)
     click.echo(f"zookeeper.connect={c.zookeeper_connect}")
     if c.bootstrap_servers:
         click.echo(f"bootstrap.servers={c.bootstrap_servers}")
@@ -111,22 +114,28 @@ def cluster_up(
 @cluster.command("status")
 @dir_option
 def cluster_status(base_dir: Path | None) -> None:
-    """Each ZooKeeper server's mode, the broker endpoint, and the topics."""
+    """Each ZooKeeper server's mode, each broker (id, address, registered), the controller and the topics."""
     st = EmbeddedCluster.load(base_dir or default_dir()).status()
     click.echo(f"zookeeper.connect={st.zookeeper_connect}")
     for server_id, port, mode in st.modes:
         click.echo(f"zookeeper server {server_id} 127.0.0.1:{port} {mode or 'down'}")
     if st.bootstrap_servers:
-        click.echo(f"broker 127.0.0.1 bootstrap.servers={st.bootstrap_servers} {'up' if st.broker_alive else 'down'}")
+        click.echo(f"bootstrap.servers={st.bootstrap_servers}")
+    for b in st.brokers:
+        state = "up" if b.alive and b.registered else "up, not registered" if b.alive else "down"
+        role = " controller" if b.broker_id == st.controller else ""
+        click.echo(f"kafka broker {b.broker_id} {b.address} {state}{role}")
     click.echo("topics: " + (", ".join(st.topics) if st.topics else "(none)"))
 
 
 @cluster.command("down")
+@click.option("--purge", is_flag=True, help="also delete ZooKeeper's data and the brokers' logs")
 @dir_option
-def cluster_down(base_dir: Path | None) -> None:
-    """Stop every process the cluster started (by pid)."""
-    stopped = EmbeddedCluster.load(base_dir or default_dir()).down()
-    click.echo("stopped " + (", ".join(stopped) if stopped else "nothing (it was not running)"))
+def cluster_down(purge: bool, base_dir: Path | None) -> None:
+    """Stop every process the cluster started (by pid); the data stays for the next `up` unless --purge."""
+    stopped = EmbeddedCluster.load(base_dir or default_dir()).down(purge=purge)
+    click.echo("stopped " + (", ".join(stopped) if stopped else "nothing (it was not running)")
+               + ("; data deleted" if purge else ""))
 
 
 # --- topics and ZooKeeper inspection ------------------------------------------------------------------
@@ -136,16 +145,61 @@ def topic() -> None:
     """Topic administration."""
 
 
+bootstrap_option = click.option("--bootstrap", default=None,
+                                help="bootstrap.servers (default: the brokers in ZooKeeper)")
+
+
 @topic.command("create")
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(1, 10000), required=True)
+@click.option("--replication-factor", type=click.IntRange(1, 9), default=1, show_default=True)
 @zookeeper_option
-@click.option("--bootstrap", default=None, help="bootstrap.servers (default: the brokers in ZooKeeper)")
-def topic_create(name: str, partitions: int, zookeeper: str | None, bootstrap: str | None) -> None:
-    """Create a topic on the broker and in ZooKeeper (as a controller would)."""
+@bootstrap_option
+def topic_create(name: str, partitions: int, replication_factor: int, zookeeper: str | None,
+                 bootstrap: str | None) -> None:
+    """Create a topic through the brokers; returns once the controller has written it to ZooKeeper."""
     with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
-        created = create_topic(zk, name, partitions, bootstrap)
-    click.echo(f"created topic {name} with {partitions} partitions" if created else f"topic {name} already exists")
+        create_topic(zk, name, partitions, bootstrap, replication_factor)
+    click.echo(f"created topic {name} with {partitions} partitions")
+
+
+@topic.command("alter")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1, 10000), required=True, help="the new total")
+@zookeeper_option
+@bootstrap_option
+def topic_alter(name: str, partitions: int, zookeeper: str | None, bootstrap: str | None) -> None:
+    """Add partitions to a topic (CreatePartitions); consumers' topic watches fire."""
+    with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+        alter_partitions(zk, name, partitions, bootstrap)
+    click.echo(f"topic {name} now has {partitions} partitions")
+
+
+@topic.command("list")
+@zookeeper_option
+def topic_list(zookeeper: str | None) -> None:
+    """Every topic in ZooKeeper, one per line."""
+    with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+        for name in list_topics(zk):
+            click.echo(name)
+
+
+@topic.command("describe")
+@click.argument("names", nargs=-1)
+@zookeeper_option
+def topic_describe(names: tuple[str, ...], zookeeper: str | None) -> None:
+    """Partitions, leaders, replicas and ISR of NAMES (default: every topic), as kafka-topics --describe."""
+    with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
+        for name in names or list_topics(zk):
+            infos = describe_topic(zk, name)
+            if not infos:
+                raise click.ClickException(f"topic {name!r} does not exist")
+            rf = len(infos[0].replicas)
+            click.echo(f"Topic: {name}\tPartitionCount: {len(infos)}\tReplicationFactor: {rf}")
+            for p in infos:
+                leader = "none" if p.leader is None else p.leader
+                click.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}\t"
+                           f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
 
 
 @main.group()

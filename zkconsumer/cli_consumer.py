@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from zkconsumer.admin import bootstrap_from_zookeeper
+from zkconsumer.admin import AdminError, bootstrap_from_zookeeper
 from zkconsumer.zookeeper.client import ZkClient
 
 FORMATS = {
@@ -164,6 +164,23 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
                 writer.close()
         click.echo(f"Processed a total of {count} messages", err=True)
 
+    def open_producer(bootstrap: str, topic: str):  # -> KafkaProducer
+        """A producer for `topic`, which must exist: with auto-creation off (as on the embedded cluster) a send
+        to a missing topic would wait for metadata and then lose the message. One Metadata request tells."""
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        from zkconsumer.admin import existing_topics
+
+        if topic not in existing_topics(bootstrap):
+            raise AdminError(f"topic {topic!r} does not exist on {bootstrap}: create it with "
+                             "`zkconsumer topic create`")
+        try:
+            return KafkaProducer(bootstrap_servers=bootstrap.split(","), linger_ms=5, acks=1,
+                                 enable_idempotence=False)
+        except KafkaError as exc:
+            raise AdminError(f"cannot reach a broker at {bootstrap} ({exc}): check --bootstrap") from None
+
     @main.command("produce")
     @zookeeper_option
     @click.option("--bootstrap", default=None, help="bootstrap.servers (default: the brokers in ZooKeeper)")
@@ -174,13 +191,12 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
     def produce(zookeeper: str | None, bootstrap: str | None, topic: str, num_messages: int | None, key_prefix: str,
                 keys: int) -> None:
         """Produce test data: one message per stdin line (`key<TAB>value` sets a key), or --num-messages N."""
-        from kafka import KafkaProducer
 
         if bootstrap is None:
             with ZkClient(resolve_zookeeper(zookeeper), log_id="cli") as zk:
                 bootstrap = bootstrap_from_zookeeper(zk)
-        producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), linger_ms=5, acks=1)
-        sent = 0
+        producer = open_producer(bootstrap, topic)
+        sent, failed = 0, []
         started = time.monotonic()
         try:
             if num_messages is not None:
@@ -189,9 +205,13 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
                 lines = (line.rstrip("\n") for line in sys.stdin)
             for line in lines:
                 key, sep, value = line.partition("\t")
-                producer.send(topic, key=key.encode() if sep else None, value=(value if sep else line).encode())
+                future = producer.send(topic, key=key.encode() if sep else None,
+                                       value=(value if sep else line).encode())
+                future.add_errback(failed.append)
                 sent += 1
             producer.flush()
         finally:
             producer.close()
+        if failed:
+            raise click.ClickException(f"{len(failed)} of {sent} messages to {topic} were not written: {failed[0]}")
         click.echo(f"produced {sent} messages to {topic} in {time.monotonic() - started:.1f} s", err=True)

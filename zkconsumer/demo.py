@@ -1,6 +1,6 @@
 """`make demo`: the main job on the embedded default, start to finish, leaving nothing running.
 
-Starts a real ZooKeeper and the tansu broker, creates a topic, produces keyed messages, consumes them through
+Starts a real ZooKeeper and an Apache Kafka broker, creates a topic, produces keyed messages, consumes them through
 a two-member ZooKeeper-balanced group (range assignment), prints who owned what and the group's offsets, shows
 the ZooKeeper tree, and stops everything.
 """
@@ -44,7 +44,7 @@ def _consume(connector: ZookeeperConsumerConnector, topic: str, counts: Counter,
 def run_demo(echo: Callable[[str], None] = print, base_dir: Path | None = None, topic: str = "demo",
              partitions: int = 4, messages: int = 2000) -> None:
     with tempfile.TemporaryDirectory(prefix="zkconsumer-demo-") as tmp:
-        echo("starting the embedded cluster (real ZooKeeper + tansu broker) ...")
+        echo("starting the embedded cluster (real ZooKeeper + Apache Kafka broker) ...")
         cluster = EmbeddedCluster.up(base_dir or Path(tmp) / "cluster")
         try:
             echo(f"zookeeper.connect={cluster.zookeeper_connect}")

@@ -1,32 +1,40 @@
-"""Shared pieces of the fetcher tests: topics and data on the session's tansu broker, record sets built locally."""
+"""Shared pieces of the fetcher tests: topics and data on the session's Kafka broker, record sets built locally."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
 
-from helpers import unique
+from helpers import unique, wait_for
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.settings import FetchSettings
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 
-def broker_of(tansu: TansuBroker) -> Broker:
-    return Broker(tansu.node_id, "127.0.0.1", tansu.port)
+def broker_of(kafka: KafkaBroker) -> Broker:
+    return Broker(kafka.broker_id, "127.0.0.1", kafka.port)
 
 
 def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    """Create a topic and wait until the broker leads every partition (Kafka elects leaders after CreateTopics
+    returns; a fetch before that answers NOT_LEADER)."""
     topic = name or unique("fetch")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(topic, partitions, 1)])
+        assert wait_for(lambda: _led(admin, topic) == partitions, timeout=30), f"{topic} has no leaders"
     finally:
         admin.close()
     return topic
+
+
+def _led(admin: KafkaAdminClient, topic: str) -> int:
+    described = admin.describe_topics([topic])
+    return sum(1 for p in described[0]["partitions"] if p["leader"] >= 0) if described else 0
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, bytes | None, bytes | None]],

@@ -10,15 +10,15 @@ from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.metrics import MetricsRegistry, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.stream import ChunkQueue, KafkaStream
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 
-def test_full_queue_stalls_the_fetcher_until_consumed(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 1)
-    total = produce(tansu.bootstrap, topic, [(0, b"k%d" % i, b"v" * 50) for i in range(6)], flush_each=True)
+def test_full_queue_stalls_the_fetcher_until_consumed(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 1)
+    total = produce(kafka.bootstrap, topic, [(0, b"k%d" % i, b"v" * 50) for i in range(6)], flush_each=True)
     # A tiny fetch size: tansu then returns about one batch (= one record here) per fetch.
     s = settings(auto_offset_reset="smallest", fetch_message_max_bytes=100)
-    broker = broker_of(tansu)
+    broker = broker_of(kafka)
     registry = MetricsRegistry()
     fetches = registry.timer(metric_name("kafka.consumer", "FetchRequestAndResponseMetrics",
                                          "FetchRequestRateAndTimeMs", clientId=s.client_id,

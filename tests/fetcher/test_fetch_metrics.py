@@ -19,7 +19,7 @@ from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.metrics import Histogram, MetricsRegistry, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.topic_partition import TopicPartition
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 STAT_KEYS = {"count", "min", "max", "mean", "p50", "p75", "p95", "p99"}
 
@@ -100,10 +100,10 @@ class _CountingSocket:
         return getattr(self._sock, name)
 
 
-def test_fetch_result_size_is_the_response_as_received(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    produce(tansu.bootstrap, topic, keyed(2, 20))
-    broker = broker_of(tansu)
+def test_fetch_result_size_is_the_response_as_received(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, topic, keyed(2, 20))
+    broker = broker_of(kafka)
     wire = KafkaWire("size-test", socket_timeout_ms=5000)
     try:
         wire.metadata([broker], [topic])  # opens the connection
@@ -129,11 +129,11 @@ class _RecordingWire(KafkaWire):
         return result
 
 
-def test_fetchers_record_fetch_response_size_per_broker_and_for_all_brokers(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    produce(tansu.bootstrap, topic, keyed(2, 30))
+def test_fetchers_record_fetch_response_size_per_broker_and_for_all_brokers(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, topic, keyed(2, 30))
     s = settings(auto_offset_reset="smallest")
-    broker = broker_of(tansu)
+    broker = broker_of(kafka)
     registry = MetricsRegistry()
     _RecordingWire.sizes = []
     infos = [PartitionTopicInfo(topic, p, ChunkQueue(10), -1, -1) for p in range(2)]

@@ -13,7 +13,7 @@ from helpers import unique
 from fetcher_manager import kafka_wire
 from fetcher_manager.kafka_wire import _SUPPORTED, NO_ERROR, KafkaWire
 from fetcher_manager.records import scan_record_set
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 # module, dotted attribute: everything kafka_wire.py touches.
 REQUIRED = [
@@ -91,10 +91,10 @@ def test_requests_encode_at_every_version_we_may_negotiate(name: str) -> None:
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4, f"{name} v{version}: bad frame"
 
 
-def test_round_trip_against_the_broker(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    produce(tansu.bootstrap, topic, [(1, b"k", b"v1"), (1, b"k", b"v2")])
-    broker = broker_of(tansu)
+def test_round_trip_against_the_broker(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, topic, [(1, b"k", b"v1"), (1, b"k", b"v2")])
+    broker = broker_of(kafka)
     wire = KafkaWire("contract-test", socket_timeout_ms=5000)
     try:
         metadata = wire.metadata([broker], [topic, unique("absent")])

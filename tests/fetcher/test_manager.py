@@ -18,7 +18,7 @@ from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.records import MessageAndMetadata
 from fetcher_manager.stream import ChunkQueue, ConsumerTimeoutError, KafkaStream
 from fetcher_manager.topic_partition import TopicPartition
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 
 def consume(streams: Sequence[KafkaStream], count: int, timeout: float = 20.0) -> list[MessageAndMetadata]:
@@ -40,22 +40,22 @@ def fetcher_threads(consumer_id: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if consumer_id in t.name]
 
 
-def test_each_message_once_across_a_restart_from_consumed_offsets(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 4)
-    total = produce(tansu.bootstrap, topic, keyed(4, 40))
+def test_each_message_once_across_a_restart_from_consumed_offsets(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 4)
+    total = produce(kafka.bootstrap, topic, keyed(4, 40))
     s = settings(auto_offset_reset="smallest")
     queues = [ChunkQueue(2) for _ in range(2)]
     streams = [KafkaStream(q, consumer_timeout_ms=20) for q in queues]
     infos = [PartitionTopicInfo(topic, p, queues[p % 2], -1, -1) for p in range(4)]
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections(infos)
         first = consume(streams, 70)
-        assert wait_for(lambda: manager.fetching() == {(topic, p): tansu.node_id for p in range(4)},
+        assert wait_for(lambda: manager.fetching() == {(topic, p): kafka.broker_id for p in range(4)},
                         10, message="all four partitions held by a fetcher")
         names = {t.name for t in fetcher_threads(s.consumer_id)}
         assert f"{s.consumer_id}-leader-finder-thread" in names
-        assert f"ConsumerFetcherThread-{s.consumer_id}-0-{tansu.node_id}" in names
+        assert f"ConsumerFetcherThread-{s.consumer_id}-0-{kafka.broker_id}" in names
         assert all(t.daemon for t in fetcher_threads(s.consumer_id))
 
         manager.stop_connections()  # what a rebalance does, then clear queues and current chunks
@@ -80,18 +80,18 @@ def test_each_message_once_across_a_restart_from_consumed_offsets(tansu: TansuBr
         next(iter(streams[0]))
 
 
-def test_largest_starts_at_the_log_end(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    produce(tansu.bootstrap, topic, keyed(2, 5, prefix="old"))
+def test_largest_starts_at_the_log_end(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, topic, keyed(2, 5, prefix="old"))
     s = settings(auto_offset_reset="largest")
     queue = ChunkQueue(2)
     infos = [PartitionTopicInfo(topic, p, queue, -1, -1) for p in range(2)]
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections(infos)
         wait_for(lambda: all(i.fetched_offset == 5 and i.consumed_offset == 5 for i in infos), 10,
                  message="both partitions reset to their end offset 5")
-        produce(tansu.bootstrap, topic, keyed(2, 3, prefix="new"))
+        produce(kafka.bootstrap, topic, keyed(2, 3, prefix="new"))
         got = consume([KafkaStream(queue, 20)], 6)
     finally:
         manager.shutdown()
@@ -99,14 +99,14 @@ def test_largest_starts_at_the_log_end(tansu: TansuBroker) -> None:
     assert all(m.key.startswith(b"new-") for m in got)
 
 
-def test_partition_of_a_missing_topic_waits_for_its_leader(tansu: TansuBroker) -> None:
-    present = create_topic(tansu.bootstrap, 1)
+def test_partition_of_a_missing_topic_waits_for_its_leader(kafka: KafkaBroker) -> None:
+    present = create_topic(kafka.bootstrap, 1)
     missing = unique("not-yet")
-    produce(tansu.bootstrap, present, [(0, b"k", b"here")])
+    produce(kafka.bootstrap, present, [(0, b"k", b"here")])
     s = settings(auto_offset_reset="smallest")
     queue = ChunkQueue(2)
     stream = KafkaStream(queue, 20)
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections([PartitionTopicInfo(present, 0, queue, -1, -1),
                                    PartitionTopicInfo(missing, 0, queue, -1, -1)])
@@ -116,8 +116,8 @@ def test_partition_of_a_missing_topic_waits_for_its_leader(tansu: TansuBroker) -
         finder = f"{s.consumer_id}-leader-finder-thread"
         assert finder in [t.name for t in threading.enumerate()]
 
-        create_topic(tansu.bootstrap, 1, name=missing)
-        produce(tansu.bootstrap, missing, [(0, b"k", b"late")])
+        create_topic(kafka.bootstrap, 1, name=missing)
+        produce(kafka.bootstrap, missing, [(0, b"k", b"late")])
         assert [m.value for m in consume([stream], 1)] == [b"late"]
         assert manager.no_leader_partitions() == set()
         assert set(manager.fetching()) == {(present, 0), (missing, 0)}
@@ -141,14 +141,14 @@ class KafkaLikeWire(KafkaWire):
                             else part for tp, part in result.partitions.items()}, result.size_bytes)
 
 
-def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    total = produce(tansu.bootstrap, topic, keyed(2, 10))
+def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    total = produce(kafka.bootstrap, topic, keyed(2, 10))
     s = settings(auto_offset_reset="smallest")
     queue = ChunkQueue(2)
     infos = [PartitionTopicInfo(topic, p, queue, 1000, 1000) for p in range(2)]
     KafkaLikeWire.fail_first_fetch = True
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)], wire_factory=KafkaLikeWire.from_settings)
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)], wire_factory=KafkaLikeWire.from_settings)
     try:
         manager.start_connections(infos)
         got = consume([KafkaStream(queue, 20)], total)
@@ -158,11 +158,11 @@ def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(tansu: TansuBr
     assert [i.consumed_offset for i in infos] == [10, 10]
 
 
-def test_shutdown_leaves_no_thread_and_is_final(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 3)
+def test_shutdown_leaves_no_thread_and_is_final(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 3)
     s = settings(num_consumer_fetchers=3)
     queue = ChunkQueue(2)
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     manager.start_connections([PartitionTopicInfo(topic, p, queue, -1, -1) for p in range(3)])
     wait_for(lambda: len(manager.fetching()) == 3, 10, message="three partitions fetched")
     wait_for(lambda: manager.lags() == {(topic, p): 0 for p in range(3)}, 10, message="a lag for each partition")

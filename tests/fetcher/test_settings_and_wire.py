@@ -14,7 +14,7 @@ from fetcher_manager.kafka_wire import KafkaWire
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 
 def test_fetch_settings_fields() -> None:
@@ -37,7 +37,7 @@ def test_from_settings_uses_the_socket_settings() -> None:
     assert type(Subclass.from_settings(s)) is Subclass
 
 
-def test_finder_and_fetchers_get_their_wires_from_the_one_factory(tansu: TansuBroker,
+def test_finder_and_fetchers_get_their_wires_from_the_one_factory(kafka: KafkaBroker,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []  # the name of the thread that asked for each wire
     original = KafkaWire.from_settings.__func__  # type: ignore[attr-defined]
@@ -47,9 +47,9 @@ def test_finder_and_fetchers_get_their_wires_from_the_one_factory(tansu: TansuBr
         return original(cls, s)
 
     monkeypatch.setattr(KafkaWire, "from_settings", classmethod(spy))
-    topic = create_topic(tansu.bootstrap, 1)
+    topic = create_topic(kafka.bootstrap, 1)
     s = settings()
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections([PartitionTopicInfo(topic, 0, ChunkQueue(1), -1, -1)])
         wait_for(lambda: len(manager.fetching()) == 1, 10, message="the partition fetched")

@@ -16,7 +16,7 @@ from fetcher_manager.kafka_wire import ClusterMetadata, KafkaWire
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 RELEASE_BOUND_S = 30.0  # how long a blocked broker source waits at most, so a failing test cannot hang
 
@@ -65,11 +65,11 @@ class _BlockingSource:
         return [self.broker]
 
 
-def test_shutdown_does_not_wait_for_a_finder_blocked_in_the_broker_source(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 1)
+def test_shutdown_does_not_wait_for_a_finder_blocked_in_the_broker_source(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 1)
     s = settings()
     before = ours(s.consumer_id)
-    source = _BlockingSource(broker_of(tansu))
+    source = _BlockingSource(broker_of(kafka))
     _CountingWire.built = []
     manager = ConsumerFetcherManager(s, source, wire_factory=_counting)
     manager.start_connections([PartitionTopicInfo(topic, 0, ChunkQueue(1), -1, -1)])
@@ -93,11 +93,11 @@ def test_shutdown_does_not_wait_for_a_finder_blocked_in_the_broker_source(tansu:
     assert _CountingWire.built[0].metadata_requests == 0
 
 
-def test_a_finder_stopped_by_a_rebalance_leaves_the_next_generation_alone(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    total = produce(tansu.bootstrap, topic, keyed(2, 5))
+def test_a_finder_stopped_by_a_rebalance_leaves_the_next_generation_alone(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    total = produce(kafka.bootstrap, topic, keyed(2, 5))
     s = settings(auto_offset_reset="smallest")
-    source = _BlockingSource(broker_of(tansu))
+    source = _BlockingSource(broker_of(kafka))
     _CountingWire.built = []
     manager = ConsumerFetcherManager(s, source, wire_factory=_counting)
     try:
@@ -122,13 +122,13 @@ def test_a_finder_stopped_by_a_rebalance_leaves_the_next_generation_alone(tansu:
     assert ours(s.consumer_id) == []
 
 
-def test_no_thread_of_ours_survives_shutdown_and_join(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 4)
-    produce(tansu.bootstrap, topic, keyed(4, 10))
+def test_no_thread_of_ours_survives_shutdown_and_join(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 4)
+    produce(kafka.bootstrap, topic, keyed(4, 10))
     s = settings(auto_offset_reset="smallest", num_consumer_fetchers=2)
     before = ours(s.consumer_id)
     infos = [PartitionTopicInfo(topic, p, ChunkQueue(1), -1, -1) for p in range(4)]
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     manager.start_connections(infos)
     wait_for(lambda: len(manager.fetching()) == 4, 10, message="all partitions fetched")
     running = manager.threads()
@@ -141,19 +141,19 @@ def test_no_thread_of_ours_survives_shutdown_and_join(tansu: TansuBroker) -> Non
     assert ours(s.consumer_id) == before == []
 
 
-def test_shutdown_within_a_second_while_fetching(tansu: TansuBroker) -> None:
+def test_shutdown_within_a_second_while_fetching(kafka: KafkaBroker) -> None:
     # Many fetchers, each blocked on a full queue (a slow application), plus idle ones long-polling the broker
     # for fetch.wait.max.ms: stopping them one after another took about 0.04 s per blocked fetcher.
     blocked, idle = 32, 4
-    topic = create_topic(tansu.bootstrap, blocked + idle)
-    produce(tansu.bootstrap, topic, [(p, b"k", b"v" * 50) for p in range(blocked) for _ in range(3)],
+    topic = create_topic(kafka.bootstrap, blocked + idle)
+    produce(kafka.bootstrap, topic, [(p, b"k", b"v" * 50) for p in range(blocked) for _ in range(3)],
             flush_each=True)
     # fetch.message.max.bytes this small makes tansu answer with one batch (= one record here) per fetch
     s = settings(auto_offset_reset="smallest", num_consumer_fetchers=blocked + idle, fetch_message_max_bytes=100)
     assert s.fetch_wait_max_ms == 100  # Kafka 0.8's default
     queues = [ChunkQueue(1) for _ in range(blocked + idle)]
     infos = [PartitionTopicInfo(topic, p, queues[p], -1, -1) for p in range(blocked + idle)]
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections(infos)
         wait_for(lambda: len(manager.fetching()) == blocked + idle and all(q.qsize() == 1 for q in queues[:blocked])

@@ -14,7 +14,7 @@ from fetcher_manager.kafka_wire import KafkaWire
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.topic_partition import TopicPartition
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded.kafka import KafkaBroker
 
 
 def test_prints_like_kafka_topic_and_partition() -> None:
@@ -49,10 +49,10 @@ def test_partition_info_key() -> None:
     assert type(key) is TopicPartition and key == TopicPartition("t", 5)
 
 
-def test_metadata_and_fetch_results_are_keyed_by_it(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    produce(tansu.bootstrap, topic, [(0, b"k", b"v")])
-    broker = broker_of(tansu)
+def test_metadata_and_fetch_results_are_keyed_by_it(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
+    produce(kafka.bootstrap, topic, [(0, b"k", b"v")])
+    broker = broker_of(kafka)
     wire = KafkaWire("tp-test", socket_timeout_ms=5000)
     try:
         leaders = wire.metadata([broker], [topic]).leaders
@@ -64,11 +64,11 @@ def test_metadata_and_fetch_results_are_keyed_by_it(tansu: TansuBroker) -> None:
         wire.close()
 
 
-def test_manager_reports_partitions_as_topic_partitions(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
+def test_manager_reports_partitions_as_topic_partitions(kafka: KafkaBroker) -> None:
+    topic = create_topic(kafka.bootstrap, 2)
     s = settings()
     queue = ChunkQueue(2)
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(tansu)])
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)])
     try:
         manager.start_connections([PartitionTopicInfo(topic, p, queue, -1, -1) for p in range(2)])
         wait_for(lambda: len(manager.lags()) == 2, 10, message="both partitions fetched")

@@ -14,7 +14,6 @@ from helpers import unique, wait_for
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from zkconsumer.embedded.broker import TansuBroker
 from zkconsumer.embedded.process import free_port
 from zkconsumer.lab.coordinator import CoordinatorDriver, MemberView
 from zkconsumer.lab.coordinator_member import CoordinatorMemberSettings, _Batches

@@ -16,7 +16,6 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from zkconsumer.embedded.broker import TansuBroker
 from zkconsumer.embedded.process import free_port
 from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord, RecordCollector
 

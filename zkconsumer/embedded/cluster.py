@@ -1,7 +1,14 @@
-"""`zkconsumer cluster up|status|down`: a real ZooKeeper (or ensemble) plus the tansu broker, in the background.
+"""`zkconsumer cluster up|status|down`: a real ZooKeeper (or ensemble) and Apache Kafka brokers in ZooKeeper mode,
+in the background (docs/servers.md).
 
-State lives in a JSON file in the cluster dir so that `status` and `down` work from any later process.
-`up` cleans up after itself on every failure: a half-started cluster is never left running.
+    (no state) ──up──▶ running ──down──▶ stopped (data kept: the next `up` restarts with it)
+                          │                 │
+                          │             down --purge / up --purge ──▶ (no state, no data)
+                          └─ a failed or killed `up` stops what it started
+
+State lives in a JSON file in the cluster dir so that `status` and `down` work from any later process. ZooKeeper's
+data and the brokers' logs live and die together: a restart keeps both (topics, offsets, messages), a purge
+wipes both, so ZooKeeper never describes topics that no broker holds.
 """
 
 from __future__ import annotations
@@ -9,20 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkconsumer.embedded.broker import TansuBroker
-from zkconsumer.embedded.process import (
-    EmbeddedError,
-    ProcessRecord,
-    is_running,
-    log_tail,
-    start_detached,
-    stop_process,
-    wait_until,
-)
+from zkconsumer.embedded import jvm
+from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.process import EmbeddedError, is_running, wait_until
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
@@ -33,20 +33,42 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class BrokerStatus:
+    broker_id: int
+    address: str
+    alive: bool  # its process runs
+    registered: bool  # its /brokers/ids znode exists
+
+
+@dataclass
 class ClusterStatus:
     zookeeper_connect: str
     bootstrap_servers: str | None
     modes: list[tuple[int, int, str | None]]  # (server id, client port, mode or None if down)
-    broker_alive: bool
+    brokers: list[BrokerStatus] = field(default_factory=list)
+    controller: int | None = None
     topics: list[str] = field(default_factory=list)
+
+    @property
+    def broker_alive(self) -> bool:
+        return any(b.alive for b in self.brokers)
+
+
+def controller_id(zk: ZkClient) -> int | None:
+    found = zk.get(layout.CONTROLLER)
+    if found is None:
+        return None
+    try:
+        return int(json.loads(found[0])["brokerid"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass
 class EmbeddedCluster:
     base_dir: Path
     ensemble: ZooKeeperEnsemble
-    broker: TansuBroker | None = None
-    registrar: ProcessRecord | None = None
+    brokers: list[KafkaBroker] = field(default_factory=list)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -54,15 +76,14 @@ class EmbeddedCluster:
 
     @property
     def bootstrap_servers(self) -> str | None:
-        return self.broker.bootstrap if self.broker else None
+        return ",".join(b.bootstrap for b in self.brokers) or None
 
     # --- state file --------------------------------------------------------------------------------
 
     def save(self) -> None:
         state = {
             "zookeeper.connect": self.zookeeper_connect, "bootstrap.servers": self.bootstrap_servers,
-            "ensemble": self.ensemble.to_dict(), "broker": self.broker.to_dict() if self.broker else None,
-            "registrar": self.registrar.to_dict() if self.registrar else None,
+            "ensemble": self.ensemble.to_dict(), "brokers": [b.to_dict() for b in self.brokers],
         }
         path = self.base_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
@@ -74,26 +95,24 @@ class EmbeddedCluster:
         path = Path(base_dir) / STATE_FILE
         try:
             state = json.loads(path.read_text())
+            return cls(base_dir=Path(base_dir), ensemble=ZooKeeperEnsemble.from_dict(state["ensemble"]),
+                       brokers=[KafkaBroker.from_dict(b) for b in state.get("brokers") or []])
         except FileNotFoundError:
             raise EmbeddedError(
                 f"no cluster in {base_dir} (no {STATE_FILE}): start one with `zkconsumer cluster up`"
             ) from None
-        except ValueError as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddedError(f"{path} is corrupt ({exc}): stop stray processes by hand and delete it") from None
-        broker, registrar = state.get("broker"), state.get("registrar")
-        return cls(
-            base_dir=Path(base_dir), ensemble=ZooKeeperEnsemble.from_dict(state["ensemble"]),
-            broker=TansuBroker.from_dict(broker) if broker else None,
-            registrar=ProcessRecord.from_dict(registrar) if registrar else None,
-        )
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
     @classmethod
     def up(
         cls, base_dir: Path = DEFAULT_DIR, zk_servers: int = 1, zk_port: int | None = None,
-        broker_port: int | None = None, with_broker: bool = True,
+        broker_port: int | None = None, brokers: int = 1, purge: bool = False,
+        broker_settings: dict[str, str] | None = None,
     ) -> EmbeddedCluster:
+        """Start ZooKeeper and `brokers` Kafka brokers (0: ZooKeeper only); with `purge`, from empty data."""
         base_dir = Path(base_dir).resolve()
         if (base_dir / STATE_FILE).exists():
             existing = cls.load(base_dir)
@@ -102,76 +121,98 @@ class EmbeddedCluster:
                     f"a cluster is already running in {base_dir}: run `zkconsumer cluster down --dir {base_dir}` first"
                 )
             (base_dir / STATE_FILE).unlink()
+        if purge:
+            purge_data(base_dir)
+        if broker_port is not None and brokers != 1:
+            raise EmbeddedError("--broker-port only applies to a single broker; drop it or use --brokers 1")
         base_dir.mkdir(parents=True, exist_ok=True)
+        # Resolve the jars before any server starts: a failed download then leaves nothing to clean up.
+        classpath = jvm.classpath(jvm.KAFKA_BROKER) if brokers else None
         cluster = cls(base_dir, ZooKeeperEnsemble.plan(base_dir, zk_servers, zk_port))
-        broker = TansuBroker.plan(base_dir, broker_port) if with_broker else None
         try:
             cluster.ensemble.start()
             cluster.save()
-            if broker is not None:
-                cluster.broker = broker
-                broker.start()
-                cluster.save()
-                cluster._start_registrar()
-                cluster.save()
+            cluster.brokers = [
+                KafkaBroker.plan(base_dir, i, cluster.zookeeper_connect, port=broker_port, settings=broker_settings)
+                for i in range(1, brokers + 1)
+            ]
+            for broker in cluster.brokers:
+                broker.start(cluster_size=brokers, classpath=classpath)
+            cluster.save()
+            cluster.wait_brokers()
         except BaseException:
             cluster.down()
             raise
         return cluster
 
-    def _start_registrar(self) -> None:
-        assert self.broker is not None
-        argv = [sys.executable, "-m", "zkconsumer.embedded.registrar", "--zookeeper", self.zookeeper_connect,
-                "--broker-id", str(self.broker.node_id), "--port", str(self.broker.port)]
-        log_path = self.base_dir / "broker" / "registrar.log"
-        marker = f"--port {self.broker.port}"
-        self.registrar = start_detached("registrar", argv, log_path, marker=marker)
+    def wait_brokers(self, timeout: float = 90.0) -> None:
+        """Every broker registered and a controller elected (it is the controller that writes topic znodes)."""
         with ZkClient(self.zookeeper_connect, log_id="cluster") as zk:
-            path = layout.broker_path(self.broker.node_id)
-            if not wait_until(lambda: zk.exists(path) or not is_running(self.registrar), 30):
-                raise EmbeddedError(f"the broker was not registered in ZooKeeper within 30 s; see {log_path}")
-            if not zk.exists(path):
-                raise EmbeddedError(f"the broker registrar exited; see {log_path}: {log_tail(log_path, 3)}")
+            for broker in self.brokers:
+                broker.wait_ready(lambda i: zk.exists(layout.broker_path(i)), timeout)
+            if self.brokers and not wait_until(lambda: controller_id(zk) is not None, timeout):
+                raise EmbeddedError(f"no Kafka controller was elected within {timeout:.0f} s; see "
+                                    f"{self.brokers[0].log_path}")
 
     def anything_running(self) -> bool:
-        records = [n.process for n in self.ensemble.nodes if n.process]
-        records += [r for r in (self.registrar, self.broker.process if self.broker else None) if r]
-        return any(is_running(r) for r in records)
+        records = [n.process for n in self.ensemble.nodes] + [b.process for b in self.brokers]
+        return any(is_running(r) for r in records if r)
 
-    def down(self) -> list[str]:
-        """Stop everything we started (registrar first so its session ends cleanly). Returns what was stopped."""
+    def down(self, purge: bool = False) -> list[str]:
+        """Stop everything we started, brokers first (a controlled shutdown needs ZooKeeper); returns what was
+        stopped. With `purge`, delete ZooKeeper's data and the brokers' logs too."""
         stopped = []
-        records = [self.registrar, self.broker.process if self.broker else None]
-        records += [n.process for n in self.ensemble.nodes]
-        for record in records:
-            if record and stop_process(record):
-                stopped.append(f"{record.name} (pid {record.pid})")
+        for broker in self.brokers:
+            if broker.stop():
+                stopped.append(f"{broker.process.name} (pid {broker.process.pid})")
+        for node in self.ensemble.nodes:
+            if node.process and self.ensemble.stop_node(node):
+                stopped.append(f"{node.process.name} (pid {node.process.pid})")
         state = self.base_dir / STATE_FILE
         if state.exists():
             state.unlink()
+        if purge:
+            purge_data(self.base_dir)
         return stopped
 
     def status(self) -> ClusterStatus:
         modes = [(n.server_id, n.client_port, n.mode()) for n in self.ensemble.nodes]
         topics: list[str] = []
+        registered: set[int] = set()
+        controller = None
         if any(m for _, _, m in modes):
             try:
                 with ZkClient(self.zookeeper_connect, session_timeout_ms=4000, log_id="cluster") as zk:
                     topics = sorted(zk.get_children(layout.BROKER_TOPICS) or [])
+                    registered = {int(c) for c in zk.get_children(layout.BROKER_IDS) or [] if c.isdigit()}
+                    controller = controller_id(zk)
             except ZkUnavailableError:
                 pass
-        alive = bool(self.broker and self.broker.process and is_running(self.broker.process))
-        return ClusterStatus(self.zookeeper_connect, self.bootstrap_servers, modes, alive, topics)
+        brokers = [BrokerStatus(b.broker_id, b.bootstrap, bool(b.process and is_running(b.process)),
+                                b.broker_id in registered) for b in self.brokers]
+        return ClusterStatus(self.zookeeper_connect, self.bootstrap_servers, modes, brokers, controller, topics)
+
+
+def purge_data(base_dir: Path) -> None:
+    """Delete the data of a stopped cluster (ZooKeeper's and the brokers'), never anything else in `base_dir`."""
+    for child in Path(base_dir).glob("*"):
+        if child.is_dir() and (child.name.startswith("zk") or child.name.startswith("kafka")):
+            shutil.rmtree(child, ignore_errors=True)
 
 
 def default_dir() -> Path:
     return Path(os.environ.get("ZKCONSUMER_CLUSTER_DIR", DEFAULT_DIR))
 
 
-def default_zookeeper(base_dir: Path | None = None) -> str | None:
-    """`zookeeper.connect` of a running embedded cluster, so CLI commands can omit --zookeeper."""
+def _running(base_dir: Path | None) -> EmbeddedCluster | None:
     try:
         cluster = EmbeddedCluster.load(base_dir or default_dir())
     except EmbeddedError:
         return None
-    return cluster.zookeeper_connect if cluster.anything_running() else None
+    return cluster if cluster.anything_running() else None
+
+
+def default_zookeeper(base_dir: Path | None = None) -> str | None:
+    """`zookeeper.connect` of a running embedded cluster, so CLI commands can omit --zookeeper."""
+    cluster = _running(base_dir)
+    return cluster.zookeeper_connect if cluster else None

@@ -201,8 +201,11 @@ class ZooKeeperEnsemble:
 
     def stop(self) -> None:
         for node in self.nodes:
-            if node.process:
-                stop_process(node.process)
+            self.stop_node(node)
+
+    def stop_node(self, node: ZooKeeperNode) -> bool:
+        """Stop one server; True if it was running."""
+        return bool(node.process) and stop_process(node.process)
 
     def to_dict(self) -> dict:
         return {"nodes": [n.to_dict() for n in self.nodes]}

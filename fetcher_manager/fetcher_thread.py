@@ -143,8 +143,8 @@ class ConsumerFetcherThread(threading.Thread):
                 self._changed.wait(_IDLE_WAIT_S)
                 return
             held = list(self._partitions.items())
-        # Rotate the order every request: tansu fills the response in request order up to max_bytes
-        # (it ignores the per-partition limit), so a fixed order would starve the later partitions.
+        # Rotate the order every request: a broker fills the response in request order up to the response's
+        # max_bytes, so a fixed order would favour the first partitions whenever the response is full.
         self._rotation = (self._rotation + 1) % len(held)
         held = held[self._rotation:] + held[:self._rotation]
         failed = [tp for tp, info in held if info.fetched_offset < 0 and not self._reset_offset(tp, info)]

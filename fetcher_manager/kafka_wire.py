@@ -230,23 +230,10 @@ class KafkaWire:
         return FetchResult(result, size)
 
     def offset_for(self, broker: Broker, tp: TopicPartition, earliest: bool) -> int:
-        """The log start (``earliest``) or log end offset of a partition on its leader.
-
-        tansu answers ListOffsets(latest) with the base offset of the last batch when that batch holds
-        several records, so the end is the larger of that answer and a Fetch's high watermark (correct on
-        both tansu and Kafka).
-        """
+        """The log start (``earliest``) or log end offset of a partition on its leader: ListOffsets with the
+        timestamps -2 and -1, as 0.8's ``SimpleConsumer.earliestOrLatestOffset`` asks."""
         tp = TopicPartition(*tp)  # callers outside fetcher_manager may still pass a plain (topic, partition)
-        start = self._list_offset(broker, tp, _EARLIEST)
-        if earliest:
-            return start
-        listed = self._list_offset(broker, tp, _LATEST)
-        # max_wait_ms=1, not 0: tansu answers a zero-wait Fetch with no partitions at all.
-        probe = self.fetch(broker, {tp: start}, max_wait_ms=1, min_bytes=0, partition_max_bytes=1, max_bytes=1)
-        fetched = probe.partitions.get(tp)
-        if fetched is not None and fetched.error_code == NO_ERROR:
-            return max(listed, fetched.high_watermark)
-        return listed
+        return self._list_offset(broker, tp, _EARLIEST if earliest else _LATEST)
 
     def _list_offset(self, broker: Broker, tp: TopicPartition, timestamp: int) -> int:
         topic_type = ListOffsetsRequest.ListOffsetsTopic

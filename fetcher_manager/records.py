@@ -1,6 +1,6 @@
 """Messages as the application sees them, and the decoding of fetched record sets into them.
 
-This is the consumer's hot path, so magic-2 batches (the only format tansu and current Kafka write) are
+This is the consumer's hot path, so magic-2 batches (the only format Kafka has written since 0.11) are
 parsed here by hand rather than through kafka-python's record classes: per record we read only what a
 0.8 ``MessageAndMetadata`` carries (offset, key, value) and jump over timestamps and headers using the
 record's length. Compressed batches are inflated and old (magic 0/1) message sets are parsed through

@@ -26,9 +26,7 @@ def run(*args: str, check: bool = True, env: dict | None = None) -> subprocess.C
 
 def our_processes(state: dict) -> list[ProcessRecord]:
     records = [ProcessRecord.from_dict(n["process"]) for n in state["ensemble"]["nodes"]]
-    records += [ProcessRecord.from_dict(state[k]["process"] if k == "broker" else state[k])
-                for k in ("broker", "registrar") if state.get(k)]
-    return records
+    return records + [ProcessRecord.from_dict(b["process"]) for b in state["brokers"] if b.get("process")]
 
 
 def test_three_server_cluster_status_topic_tree_and_down(tmp_path: Path):
@@ -37,25 +35,68 @@ def test_three_server_cluster_status_topic_tree_and_down(tmp_path: Path):
     assert "zookeeper.connect=127.0.0.1:" in up.stdout and "bootstrap.servers=127.0.0.1:" in up.stdout
     state = json.loads((base / "state.json").read_text())
     records = our_processes(state)
+    assert len(records) == 4
     try:
         status = run("cluster", "status", "--dir", str(base)).stdout
         modes = [line.rsplit(" ", 1)[1] for line in status.splitlines() if line.startswith("zookeeper server")]
         assert sorted(modes) == ["follower", "follower", "leader"], status
-        assert " up" in next(line for line in status.splitlines() if line.startswith("broker"))
+        # The broker registered itself and, being alone, is the controller.
+        assert next(line for line in status.splitlines() if line.startswith("kafka broker")).endswith(
+            " up controller"), status
 
         zk = state["zookeeper.connect"]
         assert "created topic clicks" in run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk).stdout
-        assert "already exists" in run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk).stdout
+        again = run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk, check=False)
+        assert again.returncode == 1 and "already exists" in again.stderr and again.stderr.count("\n") == 1
         assert "topics: clicks" in run("cluster", "status", "--dir", str(base)).stdout
         tree = run("zk", "tree", "/brokers", "--zookeeper", zk).stdout
-        assert "/brokers/ids/111 [ephemeral owner=0x" in tree
-        assert '/brokers/topics/clicks/partitions/2/state = {"controller_epoch":1,"leader":111' in tree
+        # Written by Kafka itself: its registration (ephemeral) and, by its controller, the partition states.
+        assert "/brokers/ids/1 [ephemeral owner=0x" in tree
+        assert '"leader":1,' in next(line for line in tree.splitlines()
+                                     if line.startswith("/brokers/topics/clicks/partitions/2/state = "))
     finally:
         down = run("cluster", "down", "--dir", str(base), check=False)
     assert down.returncode == 0, down.stderr
     assert not any(is_running(r) for r in records)
     again = run("cluster", "down", "--dir", str(base), check=False)
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "no cluster" in again.stderr
+
+
+def test_topics_as_kafka_tools_treat_them_and_restart_keeps_both_halves(tmp_path: Path):
+    """alter/list/describe, produce to a missing topic fails in one line, and the cluster's data survives
+    `down` + `up` on both sides (ZooKeeper's offsets and the broker's log) until `down --purge`."""
+    base = tmp_path / "c"
+    run("cluster", "up", "--dir", str(base))
+    env = {**os.environ, "ZKCONSUMER_CLUSTER_DIR": str(base)}
+    try:
+        run("topic", "create", "t", "--partitions", "2", env=env)
+        assert "now has 5 partitions" in run("topic", "alter", "t", "--partitions", "5", env=env).stdout
+        shrink = run("topic", "alter", "t", "--partitions", "3", env=env, check=False)
+        assert shrink.returncode == 1 and "must be more" in shrink.stderr
+        described = run("topic", "describe", "t", env=env).stdout.splitlines()
+        assert described[0].split("\t")[:2] == ["Topic: t", "PartitionCount: 5"]
+        assert [line.split("\t")[3] for line in described[1:]] == ["Leader: 1"] * 5
+        assert "t" in run("topic", "list", env=env).stdout.split()
+
+        missing = run("produce", "--topic", "nope", "--num-messages", "3", env=env, check=False)
+        assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0, missing.stderr
+        assert "topic 'nope' does not exist" in missing.stderr
+
+        run("produce", "--topic", "t", "--num-messages", "50", env=env)
+        run("consume", "--group", "g", "--topic", "t", "--from-beginning", "--max-messages", "50", env=env)
+        before = run("groups", "describe", "--group", "g", env=env).stdout
+        run("cluster", "down", "--dir", str(base))
+        run("cluster", "up", "--dir", str(base))
+        after = run("groups", "describe", "--group", "g", env=env).stdout
+        rows = [line.split()[:6] for line in after.splitlines()[1:]]
+        assert [r[:6] for r in (line.split() for line in before.splitlines()[1:])] == rows
+        assert sum(int(r[4]) for r in rows) == 50 and all(r[5] == "0" for r in rows), after  # logSize, Lag
+
+        run("cluster", "down", "--purge", "--dir", str(base))
+        run("cluster", "up", "--dir", str(base))
+        assert "t" not in run("topic", "list", env=env).stdout.split()
+    finally:
+        run("cluster", "down", "--dir", str(base), check=False)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,5 @@
-"""Log end offsets ("logSize") for group inspection, from each partition's leader.
-
-On tansu, ListOffsets(latest) is too low for multi-record batches; `KafkaWire.offset_for` takes the larger of
-it and a Fetch high watermark, which is right on both tansu and Apache Kafka.
-"""
+"""Log end offsets ("logSize") for group inspection, from each partition's leader (ListOffsets latest, as
+0.8's `ConsumerOffsetChecker` asks)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> st
 
 def _led(admin: KafkaAdminClient, topic: str) -> int:
     described = admin.describe_topics([topic])
-    return sum(1 for p in described[0]["partitions"] if p["leader"] >= 0) if described else 0
+    return sum(1 for p in described[0]["partitions"] if p.get("leader_id", -1) >= 0) if described else 0
 
 
 def produce(bootstrap: str, topic: str, records: Iterable[tuple[int, bytes | None, bytes | None]],

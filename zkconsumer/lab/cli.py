@@ -126,13 +126,17 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 @click.option("--repeats", type=click.IntRange(1), default=None, help="run only the first N repeats")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[,...]", help="external ZooKeeper (default: embedded)")
 @click.option("--bootstrap", default=None, metavar="HOST:PORT",
-              help="external broker (default: embedded tansu); it must advertise --kafka-proxy-port")
+              help="external broker (default: embedded Apache Kafka); needs --zookeeper (its own), and the listener "
+                   "it names must advertise --kafka-proxy-port")
 @click.option("--kafka-proxy-port", type=click.IntRange(0, 65535), default=0, show_default=True)
 def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None, values: str | None,
             repeats: int | None, zookeeper: str | None, bootstrap: str | None, kafka_proxy_port: int) -> None:
     """Run SCENARIO (a file or a shipped name) on both designs and print a summary per run."""
     from zkconsumer.lab.session import LabSession, select_cases
 
+    if bootstrap is not None and zookeeper is None:
+        raise click.UsageError("--bootstrap needs --zookeeper: an external broker registers itself and its topics "
+                               "in its own ZooKeeper, which the ZooKeeper design's members must read")
     found = find_scenario(scenario)
     cases = select_cases(found, values, repeats)
     designs = [d for d in found.designs if design in ("both", d)]

@@ -29,8 +29,8 @@ class LabEnvironment:
     case: Case
     group: str
     topics: dict[str, int]  # name -> partitions now (add_partitions updates it)
-    zookeeper_connect: Callable[[str], str]  # member name -> its own proxied connect string (with chroot)
-    bootstrap: str  # the Kafka proxy (the broker advertises it)
+    zookeeper_connect: Callable[[str], str]  # member name -> its own proxied connect string (ZooKeeper's root)
+    bootstrap: str  # the Kafka proxy (the broker's MEMBERS listener advertises it)
     direct_zookeeper: str  # for observers that must not be counted (owner snapshots): not through the proxy
     trace: TraceWriter  # the orchestrator's own trace file
     log_level: str = "INFO"

@@ -1,10 +1,15 @@
 """The lab's orchestrator: one case of a scenario on one design, from an empty group to a stopped one.
 
-Phases (each a `phase` trace record): `setup` (chroot, broker registration, topics), `initial` (the initial
-members start together), `settled` (t=0 of the scenario: the group is stable), `churn` (steps applied at
-their times, stability tracked after each), `done`. Every membership change is a `membership` record and the
+Phases (each a `phase` trace record): `setup` (topics), `initial` (the initial members start together),
+`settled` (t=0 of the scenario: the group is stable), `churn` (steps applied at their times, stability tracked
+after each), `done`. Every membership change is a `membership` record and the
 time the group takes to be stable again a `stable` record; the wire records of both proxies, owner snapshots
 and ZooKeeper `mntr` samples go to the run's own trace file.
+
+Runs share the servers and ZooKeeper's root: the broker registers there and its controller writes the topics
+there, and a 0.8 consumer reads both from its own chroot, so a member cannot be given a chroot of its own. Runs
+stay apart by names instead: the group and every topic carry the run's id, and everything the lab observes
+(owners, registrations, the lesson's paths, `zkconsumer watch`) is under `/consumers/<group>`.
 """
 
 from __future__ import annotations
@@ -17,9 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fetcher_manager.broker import Broker
-from zkconsumer.admin import create_topic
-from zkconsumer.embedded.registrar import register as register_broker
+from zkconsumer.admin import alter_partitions, create_topic
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.scenario import Case
@@ -27,7 +30,6 @@ from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire.mntr import MntrSampler
 from zkconsumer.lab.wire.tcp import host_port
-from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
 log = logging.getLogger(__name__)
@@ -73,11 +75,11 @@ class CaseRun:
                                        case=case.case_id, design=design, seed=case.seed, repeat=case.repeat,
                                        sweep={case.sweep_axis: case.sweep_value} if case.sweep_axis else {},
                                        process_mode=self.process_mode, run_id=self.run_id,
-                                       scenario_definition=self.scenario.model_dump(mode="json"))
+                                       scenario_definition=self.scenario.model_dump(mode="json"),
+                                       servers=servers.describe())
         self.trace = self.rundir.trace("run", design)
-        # A group of its own per run: the broker keeps group state between runs (and tansu is shared by them).
+        # A group of its own per run: the broker keeps group state between runs, and ZooKeeper's root is shared.
         self.group = f"lab-{self.scenario.name}-{self.run_id.rsplit('-', 1)[1]}"
-        self.chroot = f"/lab/{self.run_id}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pending_change: tuple[int, float] | None = None  # (membership change number, when)
@@ -90,7 +92,7 @@ class CaseRun:
     def run(self) -> Path:
         zk_router = SinkRouter()
         zk_proxies = self.servers.zookeeper_proxies(zk_router)
-        admin = ZkClient(self.servers.direct_zookeeper + self.chroot, session_timeout_ms=10000, log_id="lab-admin")
+        admin = ZkClient(self.servers.direct_zookeeper, session_timeout_ms=10000, log_id="lab-admin")
         driver: DesignDriver | None = None
         samplers: list[MntrSampler] = []
         status, error = "failed", None
@@ -99,8 +101,6 @@ class CaseRun:
             self.servers.kafka_router.route(self.trace.sink("wire", proto="kafka"))
             self._reset_kafka_links()
             self._phase("setup")
-            with ZkClient(self.servers.direct_zookeeper, session_timeout_ms=10000, log_id="lab-setup") as root:
-                root.ensure_path(self.chroot)  # before anyone connects with it (kazoo warns about a missing chroot)
             admin.start()
             topics = self._setup(admin)
             self._start_load(topics)
@@ -112,12 +112,11 @@ class CaseRun:
                 for proxy in zk_proxies:
                     if not _has_port(proxy, name):
                         proxy.add_link(name)
-                return ",".join(f"{proxy.host}:{proxy.port(name)}" for proxy in zk_proxies) + self.chroot
+                return ",".join(f"{proxy.host}:{proxy.port(name)}" for proxy in zk_proxies) + self.servers.chroot
 
             self.zk_proxies = zk_proxies
             env = LabEnvironment(self.rundir, self.case, self.group, topics, connect,
-                                 self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper + self.chroot,
-                                 self.trace)
+                                 self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
             driver = make_driver(self.design, self.process_mode)
             driver.start(env)
             self._start_observers(driver)
@@ -176,8 +175,6 @@ class CaseRun:
             self._await_stable(driver, self.scenario.settle_timeout, f"the initial group ({self._next_member} members)")
 
     def _setup(self, admin: ZkClient) -> dict[str, int]:
-        broker_host, broker_port = host_port(self.servers.kafka_proxy.bootstrap)
-        register_broker(admin, Broker(111, broker_host, broker_port))
         topics = {}
         suffix = self.run_id.rsplit("-", 1)[1]
         for topic in self.scenario.group.topics:
@@ -227,8 +224,10 @@ class CaseRun:
             return resumes
         if step.kind == "add_partitions":
             topic = self._topic_names[action.topic]
-            self._add_partitions(admin, topic, action.total, topics)
+            # The change is timed from the request: members may react before the controller's znodes are all
+            # written, which is when alter_partitions returns.
             self._membership("add_partitions", [], step.index, topic=topic, total=action.total)
+            self._add_partitions(admin, topic, action.total, topics)
             return resumes
         if step.kind == "kill_zk_leader":
             ensemble = self.servers.ensemble
@@ -267,10 +266,12 @@ class CaseRun:
         return resumes
 
     def _add_partitions(self, admin: ZkClient, topic: str, total: int, topics: dict[str, int]) -> None:
-        """The ZooKeeper side of `kafka-topics --alter --partitions`: the consumers' topic watch fires. tansu
-        cannot add partitions (no CreatePartitions), so on the coordinator design nothing changes there."""
+        """`kafka-topics --alter --partitions`: CreatePartitions to the broker, whose controller rewrites the topic
+        znode (the ZooKeeper design's members watch it) and elects the new partitions' leaders (the coordinator
+        design's leader sees them at its next metadata refresh, `[coordinator] metadata_max_age_ms`). The group
+        counts as stable again only once every partition of the grown topic is owned."""
+        alter_partitions(admin, topic, total, self.servers.broker)
         topics[topic] = total
-        admin.set(layout.topic_path(topic), codecs.encode_topic({p: [111] for p in range(total)}))
 
     # --- stability, observation ------------------------------------------------------------------------
 
@@ -368,7 +369,9 @@ class CaseRun:
     def _ports(self, zk_proxies: list) -> dict[str, Any]:
         """Every port this run and its servers listened on (recorded so a test can check they are closed)."""
         links = {name: proxy.port(name) for proxy in zk_proxies for name in proxy.links if _has_port(proxy, name)}
+        kafka = self.servers.kafka
         return {"kafka_proxy": self.servers.kafka_proxy.port, "broker": host_port(self.servers.broker)[1],
+                "broker_listeners": [lst.port for lst in kafka.listeners] if kafka is not None else [],
                 "zookeeper": [host_port(h)[1] for h in self.servers.zookeeper], "zookeeper_proxy_links": links}
 
     def _shutdown(self, driver: DesignDriver | None, samplers: list[MntrSampler], zk_proxies: list,

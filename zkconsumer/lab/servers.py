@@ -1,6 +1,16 @@
 """The servers a lab invocation runs against, started once and shared by its runs: ZooKeeper (embedded, one
-server or an ensemble, or external), the broker (embedded tansu advertising the counting proxy, or external),
-and the persistent Kafka proxy. Per-run ZooKeeper proxies are made by `zookeeper_proxies()`.
+server or an ensemble, or external), the broker (embedded Apache Kafka in ZooKeeper mode, or external), and the
+persistent Kafka proxy. Per-run ZooKeeper proxies are made by `zookeeper_proxies()`.
+
+The embedded broker has two listeners (zkconsumer/embedded/kafka.py): `MEMBERS`, advertised at the Kafka proxy,
+which is therefore also the address in its `/brokers/ids` registration (what the ZooKeeper design's fetchers
+read), and `DIRECT`, its own port, for the load producer and the topic admin, whose requests are no member's and
+must not cross the proxy. The proxy is made first (the broker's `advertised.listeners` needs its port), then
+pointed at `MEMBERS`.
+
+`group.initial.rebalance.delay.ms` is a broker setting that a scenario chooses (`[coordinator]`), so
+`configure_broker` restarts the embedded broker when a run needs other settings than it has (same ports, same
+data); an external broker cannot be reconfigured, which the manifest records (`describe()`).
 
 Every proxy record goes to a `SinkRouter`, which hands it to the current run's trace (or drops it between
 runs), so one long-lived proxy serves many runs without mixing their counts.
@@ -10,17 +20,24 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.embedded.broker import TansuBroker
+from zkconsumer.embedded import jvm
+from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.lab.server_info import broker_info, zookeeper_info
 from zkconsumer.lab.wire.kafka import KafkaProxy
 from zkconsumer.lab.wire.zk import ZkProxy
+from zkconsumer.zookeeper import layout
+from zkconsumer.zookeeper.client import ZkClient
 
 log = logging.getLogger(__name__)
+BROKER_ID = 1
+_UNREGISTER_S = 15.0  # a stopped broker's registration goes with its ZooKeeper session (6 s timeout at worst)
 
 
 class SinkRouter:
@@ -41,25 +58,42 @@ class SinkRouter:
             target(record)
 
 
+def broker_settings(scenario: Any) -> dict[str, str]:
+    """The broker settings a scenario's coordinator design needs (docs/scenarios.md, `[coordinator]`)."""
+    return {"group.initial.rebalance.delay.ms": str(scenario.coordinator.initial_rebalance_delay_ms)}
+
+
 @dataclass
 class LabServers:
     zookeeper: list[str]  # host:port of every ZooKeeper server (members get one proxy per server)
-    broker: str  # host:port the Kafka proxy forwards to
+    broker: str  # host:port for traffic that is no member's (load producer, topic admin): not the proxy
     kafka_proxy: KafkaProxy
     kafka_router: SinkRouter
     ensemble: ZooKeeperEnsemble | None = None
-    tansu: TansuBroker | None = None
+    kafka: KafkaBroker | None = None
+    chroot: str = ""  # an external ZooKeeper's chroot (`--zookeeper h:p/chroot`): the broker's and the members'
+    _kafka_version: str | None = field(default=None, repr=False)
+    _described: dict[str, Any] | None = field(default=None, repr=False)
+    _wanted: dict[str, str] = field(default_factory=dict, repr=False)  # what runs asked of an external broker
     _stopped: bool = field(default=False, repr=False)
 
     @classmethod
     def start(cls, base_dir: Path, zk_servers: int = 1, zookeeper: str | None = None,
-              bootstrap: str | None = None, kafka_proxy_port: int = 0) -> LabServers:
+              bootstrap: str | None = None, kafka_proxy_port: int = 0,
+              broker_settings: dict[str, str] | None = None) -> LabServers:
         """Embedded servers unless `zookeeper` / `bootstrap` are given. An external broker must advertise the
-        Kafka proxy's address (`kafka_proxy_port`), or its clients bypass the proxy after their first
-        Metadata request (docs/lab.md)."""
+        Kafka proxy's address (`kafka_proxy_port`) on the listener `bootstrap` names, or its clients bypass the
+        proxy after their first Metadata request, and needs its own ZooKeeper (docs/lab.md)."""
+        if bootstrap is not None and zookeeper is None:
+            raise ValueError("an external broker (--bootstrap) needs its own ZooKeeper (--zookeeper): its "
+                             "registration and its topics are there, not in an embedded one")
         router = SinkRouter()
-        ensemble = tansu = None
+        ensemble: ZooKeeperEnsemble | None = None
+        kafka: KafkaBroker | None = None
         proxy: KafkaProxy | None = None
+        version = None
+        path = zookeeper.split("/", 1)[1].strip("/") if zookeeper and "/" in zookeeper else ""
+        chroot = f"/{path}" if path else ""
         try:
             if zookeeper is None:
                 ensemble = ZooKeeperEnsemble.plan(base_dir / "zookeeper", size=zk_servers)
@@ -68,25 +102,66 @@ class LabServers:
             else:
                 zk_hosts = zookeeper.split("/", 1)[0].split(",")
             if bootstrap is None:
-                # The proxy must exist first: tansu advertises its port, and forwards to tansu's own port.
-                tansu = TansuBroker.plan(base_dir / "tansu")
-                proxy = KafkaProxy(f"127.0.0.1:{tansu.port}", sink=router, name="lab-kafkaproxy",
-                                   port=kafka_proxy_port).start()
-                tansu.advertised_port = proxy.port
-                tansu.start()
-                upstream = tansu.bootstrap
+                proxy = KafkaProxy(None, sink=router, name="lab-kafkaproxy", port=kafka_proxy_port).start()
+                kafka = KafkaBroker.plan(base_dir / "kafka", BROKER_ID, ",".join(zk_hosts) + chroot,
+                                         proxied_port=proxy.port, settings=broker_settings)
+                proxy.forward_to(("127.0.0.1", kafka.listeners[0].port))  # MEMBERS, advertised at the proxy
+                classpath = jvm.classpath(jvm.KAFKA_BROKER)
+                version = classpath.version_of("kafka_2.13")
+                kafka.start(classpath=classpath)
+                _wait_registered(kafka, kafka.zookeeper_connect)
+                direct = kafka.bootstrap
             else:
                 upstream = bootstrap.split(",")[0]
                 proxy = KafkaProxy(upstream, sink=router, name="lab-kafkaproxy", port=kafka_proxy_port).start()
+                direct = _direct_listener(",".join(zk_hosts) + chroot, proxy.port) or upstream
+                if direct == upstream:
+                    log.warning("lab: the broker at %s has no listener that is not advertised at the proxy: the "
+                                "load producer's requests will cross the proxy (link lab-load)", upstream)
         except BaseException:
-            if proxy is not None:
-                proxy.stop()
-            if tansu is not None:
-                tansu.stop()
-            if ensemble is not None:
-                ensemble.stop()
+            for server in (proxy, kafka, ensemble):
+                if server is not None:
+                    server.stop()
             raise
-        return cls(zk_hosts, upstream, proxy, router, ensemble, tansu)
+        return cls(zk_hosts, direct, proxy, router, ensemble, kafka, chroot, version)
+
+    def configure_broker(self, settings: dict[str, str]) -> None:
+        """Make the broker run with `settings` (only the keys given): restart the embedded one if it runs with
+        other values; an external one cannot be changed, so warn and remember what was asked (`describe`)."""
+        if self.kafka is None:
+            if any(self._wanted.get(k) != v for k, v in settings.items()):
+                log.warning("lab: cannot apply %s to the external broker: the coordinator design runs with whatever "
+                            "it is configured with", ", ".join(f"{k}={v}" for k, v in sorted(settings.items())))
+                self._wanted.update(settings)
+                self._described = None
+            return
+        if all(self.kafka.settings.get(k) == v for k, v in settings.items()):
+            return
+        log.info("lab: restarting the broker with %s", settings)
+        self.kafka.stop()
+        _wait_unregistered(self.kafka, self.direct_zookeeper)
+        self.kafka.settings.update(settings)
+        self.kafka.start()
+        _wait_registered(self.kafka, self.direct_zookeeper)
+        self._described = None
+
+    def describe(self) -> dict[str, Any]:
+        """The `servers` entry of a run's manifest: what ZooKeeper and the broker are, as they say themselves."""
+        if self._described is None:
+            if self.kafka is not None:
+                from zkconsumer.embedded.kafka import BASE_SETTINGS
+
+                settings = {k: v for k, v in {**BASE_SETTINGS, **self.kafka.settings}.items() if k.startswith("group.")}
+                broker = broker_info(self.broker, embedded=True, kind="Apache Kafka", version=self._kafka_version,
+                                     settings=settings)
+                broker["mode"] = "ZooKeeper"
+            else:
+                broker = broker_info(self.broker, embedded=False)
+                broker["settings_applied"] = False
+                broker["settings_wanted"] = dict(self._wanted)
+            self._described = {"zookeeper": zookeeper_info(self.zookeeper, embedded=self.ensemble is not None),
+                               "broker": broker, "kafka_proxy": self.kafka_proxy.bootstrap}
+        return self._described
 
     def zookeeper_proxies(self, router: SinkRouter) -> list[ZkProxy]:
         """Fresh proxies (one per ZooKeeper server) for one run; the caller stops them."""
@@ -94,14 +169,52 @@ class LabServers:
 
     @property
     def direct_zookeeper(self) -> str:
-        return ",".join(self.zookeeper)
+        """An uncounted connect string to where the broker registers (observers, admin, the broker's own)."""
+        return ",".join(self.zookeeper) + self.chroot
 
     def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        for stop in (self.kafka_proxy.stop, *(s.stop for s in (self.tansu, self.ensemble) if s is not None)):
+        # The proxy first (no member may be left talking), the broker before its ZooKeeper (a controlled shutdown
+        # needs ZooKeeper to move leadership and remove its registration).
+        for stop in (self.kafka_proxy.stop, *(s.stop for s in (self.kafka, self.ensemble) if s is not None)):
             try:
                 stop()
             except Exception:
                 log.exception("error stopping a lab server")
+
+
+def _wait_registered(kafka: KafkaBroker, zookeeper: str) -> None:
+    with ZkClient(zookeeper, session_timeout_ms=10000, log_id="lab-servers") as zk:
+        kafka.wait_ready(lambda broker_id: zk.exists(layout.broker_path(broker_id)))
+
+
+def _wait_unregistered(kafka: KafkaBroker, zookeeper: str) -> None:
+    """Until the stopped broker's registration is gone: a restart would otherwise find its old znode, and
+    `wait_ready` would take that for the new broker's."""
+    with ZkClient(zookeeper, session_timeout_ms=10000, log_id="lab-servers") as zk:
+        deadline = time.monotonic() + _UNREGISTER_S
+        while zk.exists(layout.broker_path(kafka.broker_id)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker {kafka.broker_id}'s registration outlived it by {_UNREGISTER_S:.0f} s")
+            time.sleep(0.05)
+
+
+def _direct_listener(zookeeper: str, proxy_port: int) -> str | None:
+    """An external broker's endpoint that is not advertised at the proxy (from its `/brokers/ids` registration),
+    for traffic that must not cross the proxy; None if it has only the proxied one."""
+    import json
+
+    with ZkClient(zookeeper, session_timeout_ms=10000, log_id="lab-servers") as zk:
+        for broker_id in sorted(zk.get_children(layout.BROKER_IDS) or []):
+            found = zk.get(f"{layout.BROKER_IDS}/{broker_id}")
+            try:
+                endpoints = json.loads(found[0])["endpoints"] if found else []
+            except (ValueError, KeyError, TypeError):
+                continue
+            for endpoint in endpoints:
+                address = endpoint.split("://", 1)[-1]
+                if not address.endswith(f":{proxy_port}"):
+                    return address
+    return None

@@ -1,6 +1,11 @@
 """`zkconsumer lab run`: servers up once, every selected case on every selected design, a progress bar, the
 summary table, and everything stopped at the end, on failure, and on Ctrl-C (the interrupted run's
-directory is marked incomplete in its manifest)."""
+directory is marked incomplete in its manifest).
+
+The broker is started with the first case's broker settings (`servers.broker_settings`: the coordinator's
+`group.initial.rebalance.delay.ms`) and restarted before a run whose case needs other values. Cases come
+sweep value by sweep value, so a sweep over that setting restarts it once per value, not once per run.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from pathlib import Path
 from zkconsumer.lab.run import CaseRun, LabRunError
 from zkconsumer.lab.scenario import Case, Scenario
 from zkconsumer.lab.scenario_model import Sweep
-from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.servers import LabServers, broker_settings
 from zkconsumer.lab.summary import RunSummary, render, summarize
 
 log = logging.getLogger(__name__)
@@ -57,9 +62,10 @@ class LabSession:
         # Server data under the results directory: whatever the run starts is findable by that path.
         with tempfile.TemporaryDirectory(prefix=".servers-", dir=self.out_dir) as tmp:
             servers = LabServers.start(Path(tmp), self.scenario.zk_servers, self.zookeeper, self.bootstrap,
-                                       self.kafka_proxy_port)
+                                       self.kafka_proxy_port, broker_settings(self.cases[0].scenario))
             try:
                 for case in self.cases:
+                    servers.configure_broker(broker_settings(case.scenario))
                     for design in self.designs:
                         def report(text: str, case=case, design=design) -> None:
                             if progress is not None:

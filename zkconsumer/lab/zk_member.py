@@ -39,7 +39,7 @@ _HOST_STOP_S = 15.0
 class ZkMemberSettings:
     name: str  # also the consumer.id: a restart with the same name is the restart trap
     group: str
-    zookeeper_connect: str  # this member's proxied connect string, with the case's chroot
+    zookeeper_connect: str  # this member's proxied connect string (the broker's ZooKeeper root)
     topics: dict[str, int]  # topic -> streams
     properties: dict[str, Any] = field(default_factory=dict)  # the scenario's Kafka 0.8 consumer keys
     trace_path: str = ""

@@ -1,9 +1,11 @@
 """The Kafka counting proxy: ONE listening address, which the broker must advertise.
 
 Kafka clients bootstrap anywhere but then connect to the addresses in Metadata/FindCoordinator responses, so
-a proxy only sees every request if the broker advertises the proxy (tansu: `--advertised-listener-url
-tcp://127.0.0.1:<proxy port>` while `--listener-url` stays the broker's own port). Members are told apart by
-the client_id in their request headers: a connection joins the link named after the client_id of its first
+a proxy only sees every request if the broker advertises the proxy: a Kafka listener that listens on a port
+of its own and is advertised at the proxy's (`advertised.listeners`; the lab's embedded broker has one,
+`MEMBERS`, see zkconsumer/embedded/kafka.py). The proxy is made first, with no upstream, because the broker's
+configuration needs its port; `forward_to` then points it at that listener. Members are told apart by the
+client_id in their request headers: a connection joins the link named after the client_id of its first
 request, and from then on that link's delay and cuts apply to it.
 """
 
@@ -171,11 +173,13 @@ class KafkaStreamDecoder:
 class KafkaProxy(TcpProxy):
     """Counting Kafka proxy on one port; links are client ids (see the module docstring)."""
 
-    def __init__(self, upstream: str | tuple[str, int], sink: Callable[[KafkaRecord], None] | None = None,
+    def __init__(self, upstream: str | tuple[str, int] | None, sink: Callable[[KafkaRecord], None] | None = None,
                  name: str = "kafkaproxy", port: int = 0, max_body_decode: int = DEFAULT_MAX_BODY_DECODE,
                  **kwargs: Any) -> None:
+        """`upstream` None: connections are refused (reset) until `forward_to` names the broker's listener."""
         factory = partial(KafkaStreamDecoder, max_body_decode=max_body_decode)
-        super().__init__(host_port(upstream), decoder_factory=factory, sink=sink, name=name, **kwargs)
+        super().__init__(None if upstream is None else host_port(upstream), decoder_factory=factory, sink=sink,
+                         name=name, **kwargs)
         self.port = self._listen(None, port)
 
     @property

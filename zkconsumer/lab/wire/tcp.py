@@ -40,7 +40,8 @@ def host_port(address: str | tuple[str, int]) -> tuple[str, int]:
 class TcpProxy:
     """Listeners on 127.0.0.1 forwarding to one upstream address; see the module docstring."""
 
-    def __init__(self, upstream: tuple[str, int], decoder_factory: Callable[[Connection], StreamDecoder] | None = None,
+    def __init__(self, upstream: tuple[str, int] | None,
+                 decoder_factory: Callable[[Connection], StreamDecoder] | None = None,
                  sink: Callable[[Any], None] | None = None, name: str = "wire", host: str = "127.0.0.1",
                  max_queue_bytes: int = 4 << 20, connect_timeout: float = 5.0) -> None:
         self.upstream = upstream
@@ -111,6 +112,11 @@ class TcpProxy:
     def connections(self) -> list[Connection]:
         with self._lock:
             return list(self._connections)
+
+    def forward_to(self, upstream: str | tuple[str, int]) -> None:
+        """Where new connections go from now on (open ones stay where they are). A proxy may be made with no
+        upstream when what it forwards to needs the proxy's port first (a broker that advertises it)."""
+        self.upstream = host_port(upstream)
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> Self:
@@ -244,10 +250,13 @@ class TcpProxy:
             self._open(client, link)
 
     def _open(self, client: socket.socket, link: Link | None) -> None:
+        address = self.upstream
         try:
-            upstream = socket.create_connection(self.upstream, timeout=self.connect_timeout)
+            if address is None:
+                raise ConnectionRefusedError("no upstream yet (forward_to was not called)")
+            upstream = socket.create_connection(address, timeout=self.connect_timeout)
         except OSError as exc:
-            log.info("%s: upstream %s:%s unreachable (%s); resetting the client", self.name, *self.upstream, exc)
+            log.info("%s: upstream %s unreachable (%s); resetting the client", self.name, address, exc)
             abort_socket(client)
             return
         for sock in (client, upstream):

@@ -1,0 +1,92 @@
+"""What a lab run really ran against, asked of the servers themselves, for the run's manifest.
+
+ZooKeeper: each server's `srvr` answer (`Zookeeper version: 3.9.5-<commit>, built on ...`, `Mode: ...`), so an
+external ensemble records its own version, not the embedded jar's. The broker: an embedded one is Apache Kafka
+at the version of the `kafka_2.13` jar it ran; any broker is also asked, on a plain socket, for ApiVersions
+(v0, which every broker answers) and Metadata (v2, the first with the cluster id). Nothing is inferred: an
+external broker's kind and version are unknown unless it says so, and it does not (ApiVersions carries only the
+API ranges), so they are recorded as null next to what it did tell.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from typing import Any
+
+from zkconsumer.embedded.process import four_letter_word
+from zkconsumer.lab.wire import kafka_codec
+from zkconsumer.lab.wire.tcp import host_port
+
+log = logging.getLogger(__name__)
+_TIMEOUT_S = 5.0
+_METADATA_VERSION = 2  # the first Metadata response with cluster_id (KIP-78)
+
+
+def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
+    """{"embedded", "version", "servers": [{"address", "version", "mode"}]} from every server's `srvr`;
+    `version` is the servers' common version (None if they differ or none answered)."""
+    servers = []
+    for address in hosts:
+        host, port = host_port(address)
+        answer = four_letter_word(port, "srvr", host=host, timeout=_TIMEOUT_S)
+        fields = dict(line.split(": ", 1) for line in answer.splitlines() if ": " in line)
+        full = fields.get("Zookeeper version")
+        servers.append({"address": address, "version": full.split("-", 1)[0].split(",", 1)[0] if full else None,
+                        "build": full, "mode": fields.get("Mode")})
+    versions = {s["version"] for s in servers}
+    return {"embedded": embedded, "version": versions.pop() if len(versions) == 1 else None, "servers": servers}
+
+
+def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None, version: str | None = None,
+                settings: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the broker at `bootstrap` tells about itself, plus what the lab knows when it started it."""
+    info: dict[str, Any] = {"embedded": embedded, "kind": kind, "version": version, "address": bootstrap}
+    if settings is not None:
+        info["settings"] = dict(settings)
+    try:
+        info.update(ask_broker(bootstrap))
+    except (OSError, ValueError, kafka_codec.KafkaDecodeError) as exc:
+        log.warning("lab: the broker at %s did not describe itself: %s", bootstrap, exc)
+        info["error"] = f"{type(exc).__name__}: {exc}"
+    return info
+
+
+def ask_broker(bootstrap: str) -> dict[str, Any]:
+    """{"api_versions": {api: [min, max]}, "cluster_id", "controller_id", "brokers"} from ApiVersions v0 and
+    Metadata v2 on one connection."""
+    from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+
+    with socket.create_connection(host_port(bootstrap), timeout=_TIMEOUT_S) as sock:
+        versions = _call(sock, ApiVersionsRequest[0](), 1)
+        if versions["error_code"]:
+            raise ValueError(f"ApiVersions answered error {versions['error_code']}")
+        metadata = _call(sock, MetadataRequest[_METADATA_VERSION](topics=[]), 2)
+    api_versions = {kafka_codec.api_name(k["api_key"]): [k["min_version"], k["max_version"]]
+                    for k in versions["api_keys"]}
+    return {"api_versions": dict(sorted(api_versions.items())), "cluster_id": metadata.get("cluster_id"),
+            "controller_id": metadata.get("controller_id"),
+            "brokers": sorted(f"{b['node_id']}@{b['host']}:{b['port']}" for b in metadata.get("brokers", []))}
+
+
+def _call(sock: socket.socket, request: Any, correlation_id: int) -> dict[str, Any]:
+    request.with_header(correlation_id=correlation_id, client_id="lab-server-info")
+    sock.sendall(request.encode(header=True, framed=True))
+    payload = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+    if struct.unpack_from(">i", payload)[0] != correlation_id:
+        raise ValueError("a response to another request")
+    cls = kafka_codec.response_class(request.API_KEY, request.API_VERSION)
+    if cls is None:
+        raise ValueError(f"kafka-python has no response class for api {request.API_KEY} v{request.API_VERSION}")
+    return cls.decode(payload[4:], version=request.API_VERSION).to_dict(json=False)
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data

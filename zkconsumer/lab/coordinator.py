@@ -1,10 +1,11 @@
 """The coordinator design in the lab: kafka-python consumers in one group, balanced by the broker's group
 coordinator (`GroupCoordinator`), as OS processes (default: kill -9 and SIGSTOP need them) or as threads.
 
-Every member reaches the broker only through the Kafka counting proxy (`env.bootstrap`, which the broker
-advertises) with its name as client_id, so the proxy counts and delays it per member. Members report through
-their own trace files (`generation`, `assignment`, `consume` records, see `coordinator_member`); the driver
-follows those files and decides stability from them alone, the same way for both process modes.
+Every member reaches the broker only through the Kafka counting proxy (`env.bootstrap`, which the broker's
+`MEMBERS` listener advertises) with its name as client_id, so the proxy counts and delays it per member.
+Members report through their own trace files (`generation`, `assignment`, `consume` records, see
+`coordinator_member`); the driver follows those files and decides stability from them alone, the same way for
+both process modes.
 """
 
 from __future__ import annotations
@@ -294,7 +295,8 @@ class CoordinatorDriver:
             name=name, group=env.group, topics=sorted(env.topics), bootstrap=env.bootstrap,
             run_path=str(env.run.path), session_timeout_ms=c.session_timeout_ms,
             heartbeat_interval_ms=c.heartbeat_interval_ms, max_poll_interval_ms=c.max_poll_interval_ms,
-            assignor=c.assignor, incarnation=incarnation, log_level=env.log_level)
+            assignor=c.assignor, metadata_max_age_ms=c.metadata_max_age_ms, incarnation=incarnation,
+            log_level=env.log_level)
 
     def _refresh(self) -> None:
         for view in self._views.values():

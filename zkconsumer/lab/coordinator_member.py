@@ -54,6 +54,7 @@ class CoordinatorMemberSettings:
     heartbeat_interval_ms: int = 2000
     max_poll_interval_ms: int = 30000
     assignor: str = "range"
+    metadata_max_age_ms: int = 300_000  # how soon the group leader sees added partitions (and rebalances)
     incarnation: int = 1  # 1 for the first start of this name, 2 for its first restart, ...
     log_level: str = "INFO"
     extra: dict[str, Any] = field(default_factory=dict)  # more KafkaConsumer keyword arguments
@@ -73,7 +74,7 @@ class CoordinatorMemberSettings:
         return {
             "bootstrap_servers": self.bootstrap, "client_id": self.name, "group_id": self.group,
             "session_timeout_ms": self.session_timeout_ms, "heartbeat_interval_ms": self.heartbeat_interval_ms,
-            "max_poll_interval_ms": self.max_poll_interval_ms,
+            "max_poll_interval_ms": self.max_poll_interval_ms, "metadata_max_age_ms": self.metadata_max_age_ms,
             "partition_assignment_strategy": [ASSIGNORS[self.assignor]],
             "auto_offset_reset": "earliest", "enable_auto_commit": True, **self.extra,
         }

@@ -197,7 +197,7 @@ def _apply(data: dict[str, Any], axis: str, value: int) -> None:
     elif axis == "session_timeout_ms":
         data["zk"]["zookeeper.session.timeout.ms"] = value
         data["coordinator"]["session_timeout_ms"] = value
-    elif axis == "heartbeat_interval_ms":
+    elif axis in ("heartbeat_interval_ms", "initial_rebalance_delay_ms"):
         data["coordinator"][axis] = value
     elif axis in ("rebalance_backoff_ms", "rebalance_max_retries"):
         data["zk"][axis.replace("_", ".")] = value

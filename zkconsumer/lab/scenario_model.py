@@ -129,8 +129,13 @@ class CoordinatorSettings(_Model):
     # Also the JoinGroup rebalance timeout: how long the coordinator waits for incumbents to rejoin.
     max_poll_interval_ms: int = Field(30000, ge=1)
     assignor: Literal["range", "roundrobin"] = "range"
-    # The broker's group.initial.rebalance.delay.ms: not a client setting, recorded so results can be read.
-    initial_rebalance_delay_ms: int | None = Field(None, ge=0)
+    # metadata.max.age.ms: how often a member refreshes metadata, hence how soon the group leader sees partitions
+    # added to a subscribed topic and asks for a rebalance (kafka-python's and Kafka's default: 5 minutes).
+    metadata_max_age_ms: int = Field(300_000, ge=100)
+    # The broker's group.initial.rebalance.delay.ms (GroupCoordinator's InitialDelayedJoin): how long the first
+    # join into an empty group waits for more members. A broker setting: the lab runs its embedded broker with
+    # it. 0 (what the herd comparison uses) completes that join at once; Kafka's default is 3000.
+    initial_rebalance_delay_ms: int = Field(0, ge=0, le=300_000)
 
 
 class Load(_Model):
@@ -225,6 +230,7 @@ SWEEP_AXES: dict[str, str] = {
     "message_size": "load.message_size",
     "session_timeout_ms": "zk zookeeper.session.timeout.ms and coordinator.session_timeout_ms",
     "heartbeat_interval_ms": "coordinator.heartbeat_interval_ms",
+    "initial_rebalance_delay_ms": "coordinator.initial_rebalance_delay_ms (the broker's)",
     "rebalance_backoff_ms": "zk rebalance.backoff.ms",
     "rebalance_max_retries": "zk rebalance.max.retries",
 }

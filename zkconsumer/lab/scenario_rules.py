@@ -200,6 +200,12 @@ def static_issues(s: Scenario) -> list[Issue]:
                 'set designs = ["zk"] (pause a member past its session timeout to compare both designs)')
         if isinstance(a, Delay):
             issues += _network_issues(p, a, ever)
+        refreshed_by = a.at + c.metadata_max_age_ms / 1000
+        if isinstance(a, AddPartitions) and "coordinator" in s.designs and refreshed_by > s.duration:
+            # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
+            add("coordinator.metadata_max_age_ms", f"{c.metadata_max_age_ms} ms: the coordinator design's members "
+                f"may not refresh metadata between the add_partitions at t={secs(a.at)} s and the end of the run "
+                f"(duration = {secs(s.duration)} s), so they would never own the new partitions: lower it")
     return issues
 
 

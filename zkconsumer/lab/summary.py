@@ -4,6 +4,10 @@ The window is the churn: from the `settled` phase (the initial group stable) to 
 change settled). Wire counts are what the proxies saw in that window: ZooKeeper requests (pings and the
 connect handshake excluded) and watch notifications; Kafka group-coordination requests (JoinGroup,
 SyncGroup, LeaveGroup) with heartbeats counted apart, since they grow with time, not with changes.
+
+`first_owned_s` is from the first join of the window to the first partition any member owns after it (ZooKeeper
+design: a successful owner claim; coordinator: an assignment with partitions): what a rolling start into an
+empty group waits before anything is consumed, which the broker's initial rebalance delay lengthens.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class RunSummary:
     kafka_heartbeats: int = 0
     kafka_by_api: Counter = field(default_factory=Counter)
     stable_s: list[float] = field(default_factory=list)
+    first_owned_s: float | None = None
 
     def per_change(self, value: int) -> float | None:
         return value / self.changes if self.changes else None
@@ -58,11 +63,16 @@ def summarize(run_dir: Path) -> RunSummary:
     start = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "settled"), None)
     end = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done"), None)
     generations: set[int] = set()
+    first_join: float | None = None
     for record in records:
         ts = record.get("ts") or 0.0
         if start is None or ts < start or (end is not None and ts > end):
             continue
         _count(summary, record, generations)
+        if first_join is None and record["type"] == "membership" and record["action"] == "join":
+            first_join = ts
+        elif first_join is not None and summary.first_owned_s is None and _owns_something(record):
+            summary.first_owned_s = ts - first_join
     summary.rebalances = summary.rebalances if summary.design == "zk" else len(generations)
     return summary
 
@@ -97,6 +107,12 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
             summary.kafka_heartbeats += api == "Heartbeat"
 
 
+def _owns_something(record: dict[str, Any]) -> bool:
+    if record["type"] == "member_event":
+        return record.get("kind") == "claim" and bool(record.get("ok"))
+    return record["type"] == "generation" and record.get("kind") == "assigned" and bool(record.get("partitions"))
+
+
 def summarize_all(out_dir: Path) -> list[RunSummary]:
     return [summarize(path.parent) for path in sorted(out_dir.glob("**/manifest.json"))]
 
@@ -107,14 +123,15 @@ def render(summaries: list[RunSummary]):
 
     table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
     for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "kafka coord/chg", "stable s", "done"):
+                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "done"):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
             s.case, s.design, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
             str(s.failures), *(_fmt(s.per_change(v)) if s.design == "zk" else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
-            _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.time_to_stable),
+            _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.first_owned_s),
+            _fmt(s.time_to_stable),
             "yes" if s.completed else "NO")
     return table
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The embedded ZooKeeper runs on the JVM: fail early, in one line, if Java 17+ is missing.
+# The embedded ZooKeeper and Kafka run on the JVM and Maven resolves Kafka's jars: fail early, in one line, if
+# Java 17+ or Maven is missing.
 set -euo pipefail
 java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 if ! command -v "$java_bin" >/dev/null 2>&1; then
@@ -10,6 +11,10 @@ version=$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([0-9]*\)\(\.\([0-9]
 major=${version%% *}
 if [ "$major" = "1" ]; then major=${version##* }; fi
 if [ -z "$major" ] || [ "$major" -lt 17 ]; then
-  echo "error: $java_bin is Java ${major:-unknown}; the embedded ZooKeeper needs Java 17 or newer" >&2
+  echo "error: $java_bin is Java ${major:-unknown}; the embedded ZooKeeper and Kafka need Java 17 or newer" >&2
+  exit 1
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "error: mvn not found: install Maven (e.g. apt-get install maven); it resolves Apache Kafka from Maven Central" >&2
   exit 1
 fi

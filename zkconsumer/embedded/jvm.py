@@ -26,6 +26,8 @@ from zkconsumer.embedded.process import EmbeddedError
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
 KAFKA_BROKER = "kafka-broker"
+KAFKA_082 = "kafka-0.8.2"  # the original 0.8.2.2 release: its tools and its consumer
+PROFILES = (KAFKA_BROKER, KAFKA_082)
 _MANIFEST = "manifest.json"
 _RESOLVE_TIMEOUT_S = 900
 
@@ -98,7 +100,16 @@ def _maven() -> str:
 
 
 def _resolve_into(entry: Path, profile: str) -> None:
+    """Resolve into a staging dir renamed into place only when complete, so a failed or killed download never
+    leaves an entry that looks resolved."""
     staging = entry.with_name(entry.name + ".partial")
+    try:
+        _resolve_staged(staging, entry, profile)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone after the rename; leftovers of a failure
+
+
+def _resolve_staged(staging: Path, entry: Path, profile: str) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     (staging / "jars").mkdir(parents=True)
     log = entry.parent / f"{entry.name}.resolve.log"
@@ -144,3 +155,22 @@ def classpath(profile: str = KAFKA_BROKER) -> Classpath:
     if found is None:
         raise EmbeddedError(f"the jars resolved into {entry} fail verification: delete it and retry")
     return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m zkconsumer.embedded.jvm [PROFILE ...]`: resolve (or verify) every profile, one line each; what
+    `make test` and `make demo` run first, so a missing Maven or a failed download stops them in one line."""
+    import sys
+
+    for profile in (argv if argv is not None else sys.argv[1:]) or PROFILES:
+        try:
+            found = classpath(profile)
+        except EmbeddedError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"{profile}: {len(found.jars)} jars in {found.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -173,3 +173,49 @@ def test_cluster_down_after_crash_reports_nothing_running(tmp_path: Path):
     wait_for(lambda: not is_running(record), message="zookeeper to die")
     result = run("cluster", "down", "--dir", str(base))
     assert "nothing" in result.stdout
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_killed_cluster_up_leaves_nothing_behind(tmp_path: Path):
+    """SIGKILL runs no cleanup in `cluster up` itself; its lifeline stops the servers it had started."""
+    base = tmp_path / "killed"
+    up = subprocess.Popen([*CLI, "cluster", "up", "--dir", str(base)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        # Killed while the broker starts: ZooKeeper is up and the broker's JVM exists.
+        wait_for(lambda: any(p != up.pid for p in _processes_mentioning(str(base / "kafka1"))), timeout=60,
+                 message="the broker's JVM to start")
+        up.kill()
+    finally:
+        up.wait(timeout=30)
+    wait_for(lambda: _processes_mentioning(str(base)) == [], timeout=30,
+             message="every server of the killed `cluster up` to be stopped")
+
+
+def test_three_brokers_register_and_replicate(tmp_path: Path):
+    base = tmp_path / "three"
+    run("cluster", "up", "--brokers", "3", "--dir", str(base))
+    env = {**os.environ, "ZKCONSUMER_CLUSTER_DIR": str(base)}
+    try:
+        status = run("cluster", "status", "--dir", str(base)).stdout
+        lines = [line for line in status.splitlines() if line.startswith("kafka broker")]
+        assert [line.split()[2] for line in lines] == ["1", "2", "3"] and all(" up" in line for line in lines)
+        assert sum(line.endswith(" controller") for line in lines) == 1, status
+        run("topic", "create", "r3", "--partitions", "3", "--replication-factor", "3", env=env)
+        rows = [line.split("\t") for line in run("topic", "describe", "r3", env=env).stdout.splitlines()[1:]]
+        assert all(sorted(row[4][10:].split(",")) == ["1", "2", "3"] for row in rows), rows
+        assert len({row[3] for row in rows}) == 3, rows  # leadership spread over the three brokers
+    finally:
+        run("cluster", "down", "--dir", str(base), check=False)
+    assert _processes_mentioning(str(base)) == []

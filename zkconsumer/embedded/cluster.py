@@ -22,8 +22,9 @@ from pathlib import Path
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
-from zkconsumer.embedded.process import EmbeddedError, is_running, wait_until
-from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.embedded.lifeline import Lifeline
+from zkconsumer.embedded.process import EmbeddedError, is_running, java_executable, wait_until
+from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble, zookeeper_classpath
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
 
@@ -129,19 +130,27 @@ class EmbeddedCluster:
         # Resolve the jars before any server starts: a failed download then leaves nothing to clean up.
         classpath = jvm.classpath(jvm.KAFKA_BROKER) if brokers else None
         cluster = cls(base_dir, ZooKeeperEnsemble.plan(base_dir, zk_servers, zk_port))
+        java, zk_classpath = java_executable(), zookeeper_classpath()
+        lifeline = Lifeline()  # stops the servers if this process dies before they are all up
         try:
-            cluster.ensemble.start()
+            for node in cluster.ensemble.nodes:
+                cluster.ensemble.start_node(node, java=java, classpath=zk_classpath)
+                lifeline.watch(node.process)
             cluster.save()
+            cluster.ensemble.wait_ready()
             cluster.brokers = [
                 KafkaBroker.plan(base_dir, i, cluster.zookeeper_connect, port=broker_port, settings=broker_settings)
                 for i in range(1, brokers + 1)
             ]
             for broker in cluster.brokers:
                 broker.start(cluster_size=brokers, classpath=classpath)
+                lifeline.watch(broker.process)
             cluster.save()
             cluster.wait_brokers()
+            lifeline.release()
         except BaseException:
             cluster.down()
+            lifeline.cut()
             raise
         return cluster
 

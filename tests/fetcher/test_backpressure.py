@@ -16,7 +16,7 @@ from zkconsumer.embedded.kafka import KafkaBroker
 def test_full_queue_stalls_the_fetcher_until_consumed(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 1)
     total = produce(kafka.bootstrap, topic, [(0, b"k%d" % i, b"v" * 50) for i in range(6)], flush_each=True)
-    # A tiny fetch size: tansu then returns about one batch (= one record here) per fetch.
+    # A tiny fetch size: the broker then returns about one batch (= one record here) per fetch.
     s = settings(auto_offset_reset="smallest", fetch_message_max_bytes=100)
     broker = broker_of(kafka)
     registry = MetricsRegistry()

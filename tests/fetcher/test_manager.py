@@ -1,4 +1,4 @@
-"""ConsumerFetcherManager end to end on the real (session-wide) tansu broker: leader finding, fetching,
+"""ConsumerFetcherManager end to end on the real (session-wide) Kafka broker: leader finding, fetching,
 offset resets, restarts from consumed offsets, partitions without a leader, and clean shutdown."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fetch_helpers import broker_of, create_topic, keyed, produce, settings
 from helpers import unique, wait_for
 
 from fetcher_manager.broker import Broker
-from fetcher_manager.kafka_wire import OFFSET_OUT_OF_RANGE, FetchedPartition, FetchResult, KafkaWire, WireError
+from fetcher_manager.kafka_wire import OFFSET_OUT_OF_RANGE, FetchResult, KafkaWire, WireError
 from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.records import MessageAndMetadata
@@ -125,11 +125,11 @@ def test_partition_of_a_missing_topic_waits_for_its_leader(kafka: KafkaBroker) -
         manager.shutdown()
 
 
-class KafkaLikeWire(KafkaWire):
-    """tansu never answers OffsetOutOfRange; this wire does what Kafka does past the log end, and can
-    fail the first fetch outright, so both paths run against the real broker's data."""
+class FirstFetchFailsWire(KafkaWire):
+    """Fails the first fetch outright; past the log end the real broker answers OffsetOutOfRange itself."""
 
     fail_first_fetch = False
+    errors_seen: set[int] = set()
 
     def fetch(self, broker: Broker, offsets: Mapping[TopicPartition, int], max_wait_ms: int, min_bytes: int,
               partition_max_bytes: int, *, max_bytes: int | None = None) -> FetchResult:
@@ -137,8 +137,8 @@ class KafkaLikeWire(KafkaWire):
             type(self).fail_first_fetch = False
             raise WireError("injected failure")
         result = super().fetch(broker, offsets, max_wait_ms, min_bytes, partition_max_bytes, max_bytes=max_bytes)
-        return FetchResult({tp: FetchedPartition(OFFSET_OUT_OF_RANGE, -1, b"") if offsets[tp] > part.high_watermark
-                            else part for tp, part in result.partitions.items()}, result.size_bytes)
+        type(self).errors_seen.update(p.error_code for p in result.partitions.values())
+        return result
 
 
 def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(kafka: KafkaBroker) -> None:
@@ -147,8 +147,9 @@ def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(kafka: KafkaBr
     s = settings(auto_offset_reset="smallest")
     queue = ChunkQueue(2)
     infos = [PartitionTopicInfo(topic, p, queue, 1000, 1000) for p in range(2)]
-    KafkaLikeWire.fail_first_fetch = True
-    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)], wire_factory=KafkaLikeWire.from_settings)
+    FirstFetchFailsWire.fail_first_fetch = True
+    FirstFetchFailsWire.errors_seen = set()
+    manager = ConsumerFetcherManager(s, lambda: [broker_of(kafka)], wire_factory=FirstFetchFailsWire.from_settings)
     try:
         manager.start_connections(infos)
         got = consume([KafkaStream(queue, 20)], total)
@@ -156,6 +157,7 @@ def test_offset_out_of_range_resets_and_a_failed_fetch_is_retried(kafka: KafkaBr
         manager.shutdown()
     assert sorted((m.partition, m.offset) for m in got) == [(p, o) for p in range(2) for o in range(10)]
     assert [i.consumed_offset for i in infos] == [10, 10]
+    assert OFFSET_OUT_OF_RANGE in FirstFetchFailsWire.errors_seen  # the broker's own answer to offset 1000
 
 
 def test_shutdown_leaves_no_thread_and_is_final(kafka: KafkaBroker) -> None:

@@ -148,7 +148,7 @@ def test_shutdown_within_a_second_while_fetching(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, blocked + idle)
     produce(kafka.bootstrap, topic, [(p, b"k", b"v" * 50) for p in range(blocked) for _ in range(3)],
             flush_each=True)
-    # fetch.message.max.bytes this small makes tansu answer with one batch (= one record here) per fetch
+    # fetch.message.max.bytes this small makes the broker answer with one batch (= one record here) per fetch
     s = settings(auto_offset_reset="smallest", num_consumer_fetchers=blocked + idle, fetch_message_max_bytes=100)
     assert s.fetch_wait_max_ms == 100  # Kafka 0.8's default
     queues = [ChunkQueue(1) for _ in range(blocked + idle)]

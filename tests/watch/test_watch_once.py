@@ -11,7 +11,7 @@ from helpers import wait_for
 from kafka import KafkaProducer
 
 CLI = [sys.executable, "-m", "zkconsumer"]
-# A topic name of its own: the tansu broker is shared by the whole test session.
+# A topic name of its own: the Kafka broker is shared by the whole test session.
 TOPIC = "watch-once-events"
 
 

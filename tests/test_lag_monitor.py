@@ -96,7 +96,7 @@ def table_rows(output: str) -> list[list[str]]:
 
 
 def run_offset_checker(tmp_path: Path, zookeeper: str, group: str, topic: str) -> list[list[str]]:
-    classpath = jvm.classpath("kafka-0.8.2")
+    classpath = jvm.classpath(jvm.KAFKA_082)
     assert classpath.version_of("kafka_2.11") == "0.8.2.2"
     log4j = tmp_path / "log4j.properties"
     log4j.write_text(_LOG4J)

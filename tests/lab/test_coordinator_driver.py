@@ -1,6 +1,6 @@
-"""The coordinator design's lab driver against a real tansu broker behind the real Kafka counting proxy: members
-as OS processes (join, leave, kill -9, pause/resume) and as threads, stability from the members' traces, and
-the wire counts of a join checked against one generation per membership change."""
+"""The coordinator design's lab driver against a real Apache Kafka broker behind the real Kafka counting proxy
+(tests/lab/conftest.py): members as OS processes (join, leave, kill -9, pause/resume) and as threads, stability
+from the members' traces, and the wire counts of a join checked against one generation per membership change."""
 
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ from helpers import unique, wait_for
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from zkconsumer.embedded.process import free_port
 from zkconsumer.lab.coordinator import CoordinatorDriver, MemberView
 from zkconsumer.lab.coordinator_member import CoordinatorMemberSettings, _Batches
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
 from zkconsumer.lab.scenario import parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
-from zkconsumer.lab.wire import KafkaProxy, RecordCollector
+from zkconsumer.lab.wire import KafkaProxy
 
 PARTITIONS = 6
 MEMBER_ID_REQUIRED = 79
@@ -43,24 +42,10 @@ MakeEnv = Callable[[str], LabEnvironment]
 
 
 @pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[KafkaProxy]:
-    """A counting proxy in front of a tansu broker of its own, which advertises the proxy."""
-    broker_port = free_port()
-    kafka_proxy = KafkaProxy(("127.0.0.1", broker_port), sink=RecordCollector(), name=unique("kp")).start()
-    broker = TansuBroker.plan(tmp_path, port=broker_port, advertised_port=kafka_proxy.port)
-    try:
-        broker.start()
-        yield kafka_proxy
-    finally:
-        broker.stop()
-        kafka_proxy.stop()
-
-
-@pytest.fixture
-def make_env(tmp_path: Path, proxy: KafkaProxy) -> MakeEnv:
+def make_env(tmp_path: Path, proxy: KafkaProxy, proxied_kafka) -> MakeEnv:
     def make(mode: str) -> LabEnvironment:
         topic = unique("coord")
-        admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="admin")
+        admin = KafkaAdminClient(bootstrap_servers=proxied_kafka.direct, client_id="admin")
         try:
             admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
         finally:
@@ -172,7 +157,7 @@ def test_expire_is_refused_with_a_reason(tmp_path: Path) -> None:
         CoordinatorDriver("fork")
 
 
-# --- against tansu --------------------------------------------------------------------------------------
+# --- against Apache Kafka -------------------------------------------------------------------------------
 
 
 def test_process_members_through_join_pause_kill_and_leave(driver_for, proxy: KafkaProxy) -> None:
@@ -185,7 +170,7 @@ def test_process_members_through_join_pause_kill_and_leave(driver_for, proxy: Ka
     assert generation is not None
 
     # A join into a settled group: one JoinGroup + SyncGroup per member, plus the newcomer's rejoin after
-    # tansu's MEMBER_ID_REQUIRED; one new generation.
+    # MEMBER_ID_REQUIRED (KIP-394: a new member's first JoinGroup only gets its member id); one new generation.
     before = {name: group_counts(proxy, name) for name in ("m0", "m1")}
     driver.join("m2")
     assert_partitioned(settle(driver, ["m0", "m1", "m2"]), env)
@@ -225,10 +210,10 @@ def test_process_members_through_join_pause_kill_and_leave(driver_for, proxy: Ka
     assert group_counts(proxy, "m2")["LeaveGroup"] == 1
 
 
-def test_thread_members_consume_everything_and_stop_cleanly(driver_for, proxy: KafkaProxy) -> None:
+def test_thread_members_consume_everything_and_stop_cleanly(driver_for, proxy: KafkaProxy, proxied_kafka) -> None:
     driver, env = driver_for("threads")
     (topic,) = env.topics
-    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, client_id="producer")
+    producer = KafkaProducer(bootstrap_servers=proxied_kafka.direct, client_id="producer")
     try:
         for i in range(60):
             producer.send(topic, b"v%d" % i, partition=i % PARTITIONS)

@@ -1,14 +1,12 @@
-"""The Kafka counting proxy in front of a tansu broker that advertises the proxy: request headers at several
-API versions, group APIs with their error codes, links keyed by client_id (delay, reset, blackhole)."""
+"""The Kafka counting proxy in front of a real Apache Kafka broker whose MEMBERS listener advertises the proxy
+(tests/lab/conftest.py): request headers at several API versions, group APIs with their error codes, links keyed
+by client_id (delay, reset, blackhole)."""
 
 from __future__ import annotations
 
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from helpers import unique, wait_for
@@ -16,25 +14,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from zkconsumer.embedded.process import free_port
-from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord, RecordCollector
+from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord
 
 GROUP_TIMING = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
-
-
-@pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[KafkaProxy]:
-    """A proxy in front of a tansu broker of its own, which advertises the proxy's address."""
-    broker_port = free_port()
-    kafka_proxy = KafkaProxy(("127.0.0.1", broker_port), sink=RecordCollector(), name=unique("kp")).start()
-    broker = TansuBroker.plan(tmp_path, port=broker_port, advertised_port=kafka_proxy.port)
-    try:
-        broker.start()
-        yield kafka_proxy
-    finally:
-        broker.stop()
-        kafka_proxy.stop()
-        assert not [t.name for t in threading.enumerate() if t.name.startswith(kafka_proxy.name)]
 
 
 def find(proxy: KafkaProxy, **fields: object) -> list[KafkaRecord]:

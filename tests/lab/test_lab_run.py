@@ -78,7 +78,8 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     [summary] = session.run()
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["status"] == "completed" and manifest["design"] == "zk"
-    assert manifest["versions"]["kazoo"] and manifest["versions"]["zookeeper"]
+    assert manifest["versions"]["kazoo"] and manifest["servers"]["zookeeper"]["version"]
+    assert manifest["servers"]["broker"]["kind"] == "Apache Kafka"
     records = list(read_traces(summary.path))
     types = {r["type"] for r in records}
     assert {"phase", "membership", "stable", "member_event", "wire", "owners", "mntr"} <= types
@@ -168,10 +169,11 @@ def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
     deadline = time.monotonic() + 10
     while our_processes(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert our_processes(str(out)) == []  # members, and the embedded ZooKeeper and tansu (data under out/)
+    assert our_processes(str(out)) == []  # members, and the embedded ZooKeeper and Kafka (data under out/)
     ports = manifest["ports"]
-    listened = [ports["kafka_proxy"], ports["broker"], *ports["zookeeper"], *ports["zookeeper_proxy_links"].values()]
-    assert len(listened) >= 5  # proxy, broker, ZooKeeper, and the links of the two initial members
+    listened = [ports["kafka_proxy"], *ports["broker_listeners"], *ports["zookeeper"],
+                *ports["zookeeper_proxy_links"].values()]
+    assert len(listened) >= 6  # proxy, the broker's two listeners, ZooKeeper, the two initial members' links
     assert [p for p in listened if not port_closed(p)] == []
 
 

@@ -30,7 +30,7 @@ from zkconsumer.lab.scenario import (
 )
 
 SHIPPED = {"herd", "simultaneous-start", "staggered-join", "rolling-restart", "crash", "expiry-storm",
-           "restart-trap", "add-partitions", "far-members", "lesson"}
+           "restart-trap", "add-partitions", "far-members", "lesson", "rolling-start"}
 
 TOP = """
 name = "t"
@@ -223,12 +223,37 @@ def test_kill_zk_leader_needs_an_ensemble():
 
 
 def test_add_partitions_must_grow_a_known_topic():
-    lines = errors(churn('at = 1.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 24',
-                         'at = 2.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 20',
-                         'at = 3.0\naction = "add_partitions"\ntopic = "views"\ntotal = 20'))
+    refresh = "\n[coordinator]\nmetadata_max_age_ms = 1000\n"
+    lines = errors(refresh + churn('at = 1.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 24',
+                                   'at = 2.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 20',
+                                   'at = 3.0\naction = "add_partitions"\ntopic = "views"\ntotal = 20'))
     assert lines == ["x.toml: churn[1].total: total 20 does not exceed the 24 partitions topic 'clicks' has at "
                      "t=2.0 s: give a larger total",
                      "x.toml: churn[2].topic: topic 'views' is not in group.topics: use one of clicks"]
+
+
+def test_the_coordinator_design_must_refresh_metadata_after_partitions_are_added():
+    grow = churn('at = 2.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 24',
+                 'at = 6.0\naction = "add_partitions"\ntopic = "clicks"\ntotal = 32')
+    assert errors(grow) == [
+        "x.toml: coordinator.metadata_max_age_ms: 300000 ms: the coordinator design's members may not refresh "
+        "metadata between the add_partitions at t=6.0 s and the end of the run (duration = 10.0 s), so they might "
+        "never own the new partitions: lower it"]
+    assert load("\n[coordinator]\nmetadata_max_age_ms = 4000\n" + grow).coordinator.metadata_max_age_ms == 4000
+    assert load(grow, top='designs = ["zk"]\n').churn[1].total == 32  # the watch needs no refresh
+
+
+def test_the_broker_initial_rebalance_delay_is_a_coordinator_setting_and_a_sweep_axis():
+    assert load().coordinator.initial_rebalance_delay_ms == 0  # what the herd comparison uses
+    rolling = shipped_scenario("rolling-start")
+    assert rolling.designs == ["coordinator"] and rolling.group.members == 0
+    cases = rolling.cases()
+    assert [c.scenario.coordinator.initial_rebalance_delay_ms for c in cases] == [0] * rolling.repeats + [
+        3000] * rolling.repeats  # one value after the other: the lab restarts its broker once
+    join = cases[0].steps[0]
+    assert join.kind == "join" and join.action.interval > 0 and len(join.members) > 1
+    assert errors(body="\n[coordinator]\ninitial_rebalance_delay_ms = -1\n") == [
+        "x.toml: coordinator.initial_rebalance_delay_ms: must be greater than or equal to 0, got -1"]
 
 
 def test_times_must_fit_the_run_and_be_in_order():
@@ -407,7 +432,7 @@ def test_lab_list_shows_every_shipped_scenario():
     assert "members: 1, 2, 4, 8, 16, 32, 64" in rows["herd"] and rows["herd"].rstrip().endswith(" 42")
     assert "zk, coordinator" in rows["crash"] and rows["crash"].rstrip().endswith(" 6")
     total = sum(s.estimated_runs for s in shipped_scenarios())
-    assert lines[-1] == f"10 scenarios, {total} runs (cases x repeats x designs)"
+    assert lines[-1] == f"11 scenarios, {total} runs (cases x repeats x designs)"
 
 
 def test_lab_validate_ok_and_bad_files(tmp_path: Path):

@@ -200,12 +200,12 @@ def static_issues(s: Scenario) -> list[Issue]:
                 'set designs = ["zk"] (pause a member past its session timeout to compare both designs)')
         if isinstance(a, Delay):
             issues += _network_issues(p, a, ever)
-        refreshed_by = a.at + c.metadata_max_age_ms / 1000
-        if isinstance(a, AddPartitions) and "coordinator" in s.designs and refreshed_by > s.duration:
-            # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
-            add("coordinator.metadata_max_age_ms", f"{c.metadata_max_age_ms} ms: the coordinator design's members "
-                f"may not refresh metadata between the add_partitions at t={secs(a.at)} s and the end of the run "
-                f"(duration = {secs(s.duration)} s), so they would never own the new partitions: lower it")
+    # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
+    grown = [a.at for a in s.churn if isinstance(a, AddPartitions)]
+    if grown and "coordinator" in s.designs and max(grown) + c.metadata_max_age_ms / 1000 > s.duration:
+        add("coordinator.metadata_max_age_ms", f"{c.metadata_max_age_ms} ms: the coordinator design's members may "
+            f"not refresh metadata between the add_partitions at t={secs(max(grown))} s and the end of the run "
+            f"(duration = {secs(s.duration)} s), so they might never own the new partitions: lower it")
     return issues
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import time
 from typing import Any
 
 from zkconsumer.embedded.process import four_letter_word
@@ -68,6 +69,27 @@ def ask_broker(bootstrap: str) -> dict[str, Any]:
     return {"api_versions": dict(sorted(api_versions.items())), "cluster_id": metadata.get("cluster_id"),
             "controller_id": metadata.get("controller_id"),
             "brokers": sorted(f"{b['node_id']}@{b['host']}:{b['port']}" for b in metadata.get("brokers", []))}
+
+
+def wait_group_coordinator(bootstrap: str, timeout: float = 60.0) -> None:
+    """Until the broker answers FindCoordinator without error. A fresh broker creates `__consumer_offsets` on the
+    first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE (15) until its partitions are loaded: waiting here
+    keeps that one-off cost out of the first run's counts and times."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(host_port(bootstrap), timeout=_TIMEOUT_S) as sock:
+                error = _call(sock, FindCoordinatorRequest[0](key="lab-warm-up"), 1)["error_code"]
+        except (OSError, ValueError, kafka_codec.KafkaDecodeError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        if error == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the broker at {bootstrap} had no group coordinator after {timeout:.0f} s "
+                               f"(FindCoordinator: {error})")
+        time.sleep(0.2)
 
 
 def _call(sock: socket.socket, request: Any, correlation_id: int) -> dict[str, Any]:

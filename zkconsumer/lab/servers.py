@@ -29,7 +29,7 @@ from typing import Any
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
-from zkconsumer.lab.server_info import broker_info, zookeeper_info
+from zkconsumer.lab.server_info import broker_info, wait_group_coordinator, zookeeper_info
 from zkconsumer.lab.wire.kafka import KafkaProxy
 from zkconsumer.lab.wire.zk import ZkProxy
 from zkconsumer.zookeeper import layout
@@ -111,6 +111,7 @@ class LabServers:
                 kafka.start(classpath=classpath)
                 _wait_registered(kafka, kafka.zookeeper_connect)
                 direct = kafka.bootstrap
+                wait_group_coordinator(direct)
             else:
                 upstream = bootstrap.split(",")[0]
                 proxy = KafkaProxy(upstream, sink=router, name="lab-kafkaproxy", port=kafka_proxy_port).start()
@@ -143,6 +144,7 @@ class LabServers:
         self.kafka.settings.update(settings)
         self.kafka.start()
         _wait_registered(self.kafka, self.direct_zookeeper)
+        wait_group_coordinator(self.broker)  # the offsets topic's partitions load again after a restart
         self._described = None
 
     def describe(self) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""A real Apache Kafka broker behind the real Kafka counting proxy, for the proxy's and the coordinator driver's
+tests: one broker for the session, a fresh proxy per test.
+
+The broker is configured as the lab configures its own (zkconsumer/lab/servers.py): a `MEMBERS` listener
+advertised at a fixed proxy port, and a `DIRECT` one for traffic that is no member's. Each test gets a new
+proxy on that port (fresh records and counters; the broker keeps advertising it), forwarding to `MEMBERS`.
+The broker runs in a ZooKeeper chroot of its own, so it never joins the suite's other broker in a cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import ZkProbe, unique
+
+from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.process import free_port
+from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.lab.server_info import wait_group_coordinator
+from zkconsumer.lab.wire import KafkaProxy, RecordCollector
+from zkconsumer.zookeeper import layout
+
+CHROOT = "/lab-proxied-kafka"
+
+
+@dataclass
+class ProxiedKafka:
+    broker: KafkaBroker
+    proxy_port: int  # what the MEMBERS listener advertises
+    zookeeper: str  # the broker's zookeeper.connect (its own chroot)
+
+    @property
+    def members_upstream(self) -> tuple[str, int]:
+        return "127.0.0.1", self.broker.listeners[0].port
+
+    @property
+    def direct(self) -> str:
+        """The DIRECT listener: admin and producers whose requests must not be counted."""
+        return self.broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def proxied_kafka(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedKafka]:
+    proxy_port = free_port()
+    broker = KafkaBroker.plan(tmp_path_factory.mktemp("proxied-kafka"), 1, zk_server.connect_string + CHROOT,
+                              proxied_port=proxy_port)
+    broker.start()
+    try:
+        broker.wait_ready(lambda i: zk_root.exists(CHROOT + layout.broker_path(i)))
+        wait_group_coordinator(broker.bootstrap)  # group tests then never meet the offsets topic's creation
+        yield ProxiedKafka(broker, proxy_port, broker.zookeeper_connect)
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def proxy(proxied_kafka: ProxiedKafka, tmp_path: Path) -> Iterator[KafkaProxy]:
+    """A fresh counting proxy on the port the broker advertises; stopped (threads joined) after the test."""
+    kafka_proxy = KafkaProxy(proxied_kafka.members_upstream, sink=RecordCollector(), name=unique("kp"),
+                             port=proxied_kafka.proxy_port).start()
+    try:
+        yield kafka_proxy
+    finally:
+        kafka_proxy.stop()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(kafka_proxy.name)]

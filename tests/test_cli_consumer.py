@@ -28,7 +28,7 @@ def test_produce_then_consume_then_describe_and_tree(cluster, zk):
                    "--format", "full", "--timeout-ms", "3000")
     lines = consumed.stdout.splitlines()
     assert len(lines) == 302
-    assert {tuple(line.split("\t")[3:]) for line in lines} >= {("k1", "hello"), ("None", "plain line")}
+    assert {tuple(line.split("\t")[3:]) for line in lines} >= {("k1", "hello"), ("null", "plain line")}
     assert "Processed a total of 302 messages" in consumed.stderr
 
     # A live member, so describe shows owners next to the offsets the console consumer committed.

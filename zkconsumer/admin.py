@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import time
 from dataclasses import dataclass
 
+from zkconsumer.errors import UserError
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_brokers
@@ -21,7 +23,7 @@ log = logging.getLogger(__name__)
 ZNODE_WAIT_S = 30.0
 
 
-class AdminError(RuntimeError):
+class AdminError(UserError, RuntimeError):
     """A one-line, user-facing failure of a topic or broker lookup."""
 
 
@@ -45,10 +47,29 @@ def bootstrap_from_zookeeper(zk: ZkClient) -> str:
     return ",".join(b.address for b in brokers)
 
 
+def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Fail in one line, within `timeout_s`, when no bootstrap address accepts a TCP connection: kafka-python
+    would otherwise retry its bootstrap for half a minute before failing."""
+    deadline = time.monotonic() + timeout_s
+    addresses = [a.strip().rpartition(":") for a in bootstrap.split(",") if a.strip()]
+    while True:
+        for host, _, port in addresses:
+            try:
+                socket.create_connection((host or "127.0.0.1", int(port)), timeout=1.0).close()
+                return
+            except (OSError, ValueError):
+                continue
+        if time.monotonic() >= deadline:
+            raise AdminError(f"no broker reachable at {bootstrap} within {timeout_s:.0f} s: check --bootstrap and "
+                             "that the broker is up (zkconsumer cluster status)")
+        time.sleep(0.2)
+
+
 def _admin(bootstrap: str):  # -> KafkaAdminClient; kafka-python is imported only when a command needs it
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    check_reachable(bootstrap)
     try:
         return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="zkconsumer-admin",
                                 request_timeout_ms=15000)

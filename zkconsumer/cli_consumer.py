@@ -23,6 +23,10 @@ FORMATS = {
 }
 
 
+def _shown(data: object) -> object:
+    return "null" if data is None else data
+
+
 def _decode(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
@@ -144,8 +148,9 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
         template = FORMATS.get(fmt, fmt)
 
         def emit(message) -> None:
+            # Kafka's console consumer prints a null key or value as "null".
             click.echo(template.format(topic=message.topic, partition=message.partition, offset=message.offset,
-                                       key=message.key, value=message.value))
+                                       key=_shown(message.key), value=_shown(message.value)))
             sys.stdout.flush()
 
         writer = EventFileWriter(events_path) if events_path is not None else None

@@ -18,6 +18,7 @@ Where we are stricter than 0.8.2 (each is a mistake 0.8.2 only reports much late
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from jproperties import Properties, PropertyError
+
+from zkconsumer.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ _DERIVED = (
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value is missing or invalid; the one-line message names key, value and the fix."""
 
 
@@ -178,7 +181,10 @@ class ConsumerConfig:
         for key, value in raw.items():
             name = by_key.get(key)
             if name is None:
-                log.warning("Property %s is not valid (not a Kafka 0.8.2 consumer setting; ignored)", key)
+                # A warning, as Kafka's VerifiableProperties logs it, naming the key that was probably meant.
+                close = difflib.get_close_matches(str(key), list(by_key), n=1, cutoff=0.75)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                log.warning("Property %s is not valid (not a Kafka 0.8.2 consumer setting; ignored)%s", key, hint)
             elif value is not None:
                 kwargs[name] = value
         for name in _REQUIRED:

@@ -32,7 +32,7 @@ from rebalance.subscription import Registration, TopicFilter
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.registration import make_consumer_id, register
 from zkconsumer.zookeeper import layout
-from zkconsumer.zookeeper.client import WatchHandle, ZkClient
+from zkconsumer.zookeeper.client import WatchHandle, ZkClient, ZkUnavailableError
 from zkconsumer.zookeeper.group import ZkGroupStore, read_brokers
 
 log = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ class ZookeeperConsumerConnector:
                     queue.clear()
                     queue.put_shutdown_sentinel()
                 if self.config.auto_commit_enable:
-                    self.offsets.commit(self.ownership.infos())
+                    self._final_commit()
             except Exception:
                 log.exception("%s: error during shutdown", self.consumer_id)
             finally:
@@ -284,9 +284,29 @@ class ZookeeperConsumerConnector:
         if self._registration is not None:
             self._register()
 
+    def _final_commit(self) -> None:
+        """Shutdown's commit. With ZooKeeper unreachable it is skipped at once instead of holding the exit for the
+        request timeout: the next owner re-reads from the last commit (at-least-once), and the log says from where."""
+        infos = list(self.ownership.infos())
+        if not self.zk.connected:
+            log.warning("%s: ZooKeeper unreachable at shutdown; not committed: %s", self.consumer_id,
+                        ", ".join(f"{i.topic}/{i.partition}={i.consumed_offset}" for i in infos) or "nothing")
+            return
+        try:
+            self.offsets.commit(infos)
+        except ZkUnavailableError as exc:
+            log.warning("%s: final commit failed: %s", self.consumer_id, exc)
+
     def _on_connection_state(self, state: str) -> None:
-        # kazoo's thread: emit and signal only.
+        # kazoo's thread: emit, signal and log one line per change (nothing else is logged while it lasts).
         self.events.emit(EventKind.CONNECTION, state=state)
+        if state == "suspended":
+            log.warning("%s: connection to ZooKeeper lost; keeping its partitions until the session expires",
+                        self.consumer_id)
+        elif state == "lost" and not self._closing.is_set():
+            log.warning("%s: ZooKeeper session expired; it will re-register and rebalance", self.consumer_id)
+        elif state == "connected":
+            log.info("%s: connected to ZooKeeper", self.consumer_id)
         if state == "lost" and not self._closing.is_set():
             self.events.emit(EventKind.SESSION_EXPIRED)
 
@@ -361,11 +381,15 @@ class ZookeeperConsumerConnector:
     def _autocommit_loop(self) -> None:
         interval = self.config.auto_commit_interval_ms / 1000.0
         while not self._closing.wait(interval):  # first run one interval after start, then every interval
+            if not self.zk.connected:  # the state change was logged once; the next round tries again
+                continue
             try:
                 with self.listener.rebalance_lock:
                     if self._closing.is_set():  # shutdown made the final commit while we waited for the lock
                         return
                     self.offsets.commit(self.ownership.infos())
+            except ZkUnavailableError as exc:
+                log.warning("%s: auto-commit skipped: %s", self.consumer_id, exc)
             except Exception:
                 log.exception("%s: exception during auto-commit", self.consumer_id)
 

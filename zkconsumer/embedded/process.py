@@ -19,8 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from zkconsumer.errors import UserError
 
-class EmbeddedError(RuntimeError):
+
+class EmbeddedError(UserError, RuntimeError):
     """A one-line, user-facing failure of the embedded cluster (the CLI prints it and exits non-zero)."""
 
 

@@ -26,6 +26,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from zkconsumer.errors import UserError
 from zkconsumer.zookeeper.operations import WatchHandle, ZkOperations
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ _RETRYABLE = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
 CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0}
 
 
-class ZkUnavailableError(RuntimeError):
+class ZkUnavailableError(UserError, RuntimeError):
     """ZooKeeper could not be reached within the bound; nothing was changed by the failed call."""
 
 

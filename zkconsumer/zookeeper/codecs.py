@@ -14,9 +14,10 @@ from collections.abc import Mapping
 
 from fetcher_manager.broker import Broker
 from rebalance.subscription import STATIC, Registration
+from zkconsumer.errors import UserError
 
 
-class ZnodeDataError(ValueError):
+class ZnodeDataError(UserError, ValueError):
     """A znode holds data we cannot use; the message names the path, the content and what was expected."""
 
     def __init__(self, path: str, content: bytes | str | None, reason: str) -> None:

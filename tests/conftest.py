@@ -11,6 +11,7 @@ Every server started here is stopped here; tests get connect strings, never proc
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,22 @@ from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
 
 logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+# A skip whose reason starts with this names a tool the test drives as a person would (tmux, Chromium, ...).
+# Locally it may be missing; in CI (.ci/run installs them) such a skip is a failure, so a missing install step
+# cannot pass as a green run.
+MISSING_TOOL = "missing tool: "
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") == "true" and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if reason.startswith(MISSING_TOOL):
+            report.outcome = "failed"
+            report.longrepr = f"skipped in CI for want of a tool ({reason}): .ci/run must install it"
 
 
 @pytest.fixture(scope="session")

@@ -159,7 +159,7 @@ def test_docker_compose_file_is_valid():
                                                     check=False).returncode == 0:
         cmd = ["docker", "compose", "-f", str(compose), "config", "-q"]
     else:
-        pytest.skip("no docker-compose or docker compose client installed to validate docker-compose.yml")
+        pytest.skip("missing tool: docker-compose (or docker compose) to validate docker-compose.yml")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
 

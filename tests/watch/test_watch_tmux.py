@@ -20,7 +20,7 @@ from helpers import wait_for
 from zkconsumer.embedded.process import four_letter_word
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="tmux is not installed: this test drives the view in a real terminal")
+                                reason="missing tool: tmux (this test drives the view in a real terminal)")
 
 TOPIC = "watch-live-events"
 GROUP = "live"

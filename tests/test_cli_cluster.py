@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -149,19 +148,6 @@ def test_zookeeper_that_never_gets_ready_names_its_log(tmp_path: Path, monkeypat
     with pytest.raises(EmbeddedError, match=r"zookeeper\.log"):
         ensemble.start(timeout=8)
     assert not is_running(ensemble.nodes[0].process)
-
-
-def test_docker_compose_file_is_valid():
-    compose = Path(__file__).resolve().parent.parent / "docker-compose.yml"
-    if shutil.which("docker-compose"):
-        cmd = ["docker-compose", "-f", str(compose), "config", "-q"]
-    elif shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True,
-                                                    check=False).returncode == 0:
-        cmd = ["docker", "compose", "-f", str(compose), "config", "-q"]
-    else:
-        pytest.skip("missing tool: docker-compose (or docker compose) to validate docker-compose.yml")
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
 
 
 def test_cluster_down_after_crash_reports_nothing_running(tmp_path: Path):

@@ -126,7 +126,8 @@ def _resolve_staged(staging: Path, entry: Path, profile: str) -> None:
         raise EmbeddedError(f"resolving {profile} from Maven Central took over {_RESOLVE_TIMEOUT_S} s (log: {log}): "
                             "check the network and retry") from None
     if done.returncode != 0:
-        errors = [ln for ln in log.read_text(errors="replace").splitlines() if "[ERROR]" in ln][:2]
+        errors = [ln.strip() for ln in log.read_text(errors="replace").splitlines()
+                  if "[ERROR]" in ln and ln.replace("[ERROR]", "").strip()][:2]
         raise EmbeddedError(f"could not resolve {profile} from Maven Central (mvn exit {done.returncode}; log: "
                             f"{log}): {' '.join(errors) or 'see the log'}; check the network and retry")
     jars = {p.name: _sha256(p) for p in sorted((staging / "jars").glob("*.jar"))}

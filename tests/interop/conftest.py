@@ -1,0 +1,48 @@
+"""Differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md).
+
+Every test here is marked `interop`. Those also marked `slow` (several original JVMs each, or many oracle runs)
+are skipped unless the run selects the marker explicitly (`make interop`, i.e. `pytest -m interop tests/interop`)
+or ZKCONSUMER_INTEROP_FULL=1 is set; the rest is the fast subset `make test` runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from interop_support import original_properties
+
+from zkconsumer.interop.original import OriginalMember
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    full = "interop" in (config.option.markexpr or "") or os.environ.get("ZKCONSUMER_INTEROP_FULL") == "1"
+    if full:
+        return
+    skip = pytest.mark.skip(reason="part of the full interop set: make interop (pytest -m interop tests/interop)")
+    for item in items:  # this hook sees the whole session's items: touch only ours
+        if _HERE in item.path.parents and item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def originals(cluster, tmp_path: Path) -> Iterator:
+    """Start original 0.8.2.2 members in the test's cluster (`wait=False` to start several at once, then
+    `wait_ready()` each); every one is stopped at the end of the test, whatever happened."""
+    started: list[OriginalMember] = []
+
+    def start(group: str, consumer: str | None, *, topics: dict[str, int] | None = None, whitelist: str | None = None,
+              blacklist: str | None = None, streams: int = 1, wait: bool = True, **overrides) -> OriginalMember:
+        member = OriginalMember(original_properties(cluster.zookeeper_connect, group, consumer, **overrides),
+                                workdir=tmp_path / "originals", topics=topics, whitelist=whitelist,
+                                blacklist=blacklist, streams=streams, name=f"{group}-{consumer or len(started)}")
+        started.append(member)  # before start: a start that fails half-way is stopped too
+        return member.start(wait=wait)
+
+    yield start
+    for member in started:
+        member.stop()

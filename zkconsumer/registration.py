@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import threading
 import time
 import uuid
 
+from fetcher_manager.fetcher_id import java_string_hashcode
 from rebalance.subscription import Registration
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import NodeExistsError, ZkClient, ZkClosedError
@@ -35,6 +37,29 @@ def make_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
     return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{suffix}"
 
 
+def _scala_hash_trie_key(topic: str) -> tuple[int, ...]:
+    """Where Scala 2.11's `immutable.HashMap` puts a String key: `improve(key.hashCode)`, whose 5-bit chunks from
+    the low end index the trie's levels; iteration visits slots in ascending order, level by level."""
+    h = java_string_hashcode(topic) & 0xFFFFFFFF
+    h = (h + (~(h << 9) & 0xFFFFFFFF)) & 0xFFFFFFFF
+    h ^= h >> 14
+    h = (h + (h << 4)) & 0xFFFFFFFF
+    h ^= h >> 10
+    return tuple((h >> shift) & 31 for shift in range(0, 32, 5))
+
+
+def as_stored_by_0_8_2(registration: Registration) -> Registration:
+    """The subscription in the order a 0.8.2.2 member writes it. Its createMessageStreams copies the topic map into
+    a Scala `immutable.Map` (javaapi's `Map.empty ++ topicCountMap`) and `Json.encode` iterates that: up to four
+    entries keep the caller's order (Map1..Map4), five or more become a hash trie. Readers ignore the order; this
+    makes our bytes equal to theirs (tests/interop/test_original_groups.py). Keys with equal hashes keep the
+    caller's order, as the trie's collision nodes do."""
+    if len(registration.subscription) <= 4:
+        return registration
+    ordered = dict(sorted(registration.subscription.items(), key=lambda item: _scala_hash_trie_key(item[0])))
+    return dataclasses.replace(registration, subscription=ordered)
+
+
 def register(zk: ZkClient, group: str, consumer_id: str, registration: Registration, wait_s: float,
              stop: threading.Event | None = None) -> None:
     """Create our ephemeral registration, waiting for a previous session's node to go away.
@@ -60,7 +85,7 @@ def _register(zk: ZkClient, path: str, consumer_id: str, registration: Registrat
     while True:
         if stop.is_set():
             raise RegistrationInterruptedError(f"{consumer_id}: shut down while waiting to register")
-        data = codecs.encode_registration(registration)
+        data = codecs.encode_registration(as_stored_by_0_8_2(registration))
         try:
             zk.create(path, data, ephemeral=True)
             log.info("%s: registered %s", consumer_id, data.decode())

@@ -163,6 +163,7 @@ def test_per_run_counts_are_the_lab_summary(analysed, spark, hand_runs) -> None:
             s.changes, s.rebalances, s.attempts, s.conflicts, s.failed_attempts, s.failures, s.zk_requests,
             s.zk_notifications, s.kafka_coordination, s.kafka_heartbeats, s.time_to_stable), b.run_id
     zk = runs[hand_runs.zk.run_id]
+    assert zk["servers"] == "ZooKeeper 3.9.5, Apache Kafka 3.9.2"  # from the manifest, for the report's note
     assert zk["zk_requests"] == 11 and zk["zk_requests_per_change"] == pytest.approx(5.5)
     assert zk["overlaps"] == 1 and zk["overlap_s"] == pytest.approx(1.5)
     assert zk["duplicates"] == 10 and zk["missing"] == 5 and zk["expected_basis"] == "produce"

@@ -1,7 +1,7 @@
-"""The lesson page end to end: the shipped `lesson` scenario run once on both designs (real ZooKeeper, tansu and
-member processes), the step builder checked against the raw traces, and the page driven in headless Chromium:
-the slider moved through every step while the state machine box and both owner tables are read back from the
-DOM and compared with what the traces say. A screenshot of the page is saved as a test artifact."""
+"""The lesson page end to end: the shipped `lesson` scenario run once on both designs (real ZooKeeper, Apache
+Kafka and member processes), the step builder checked against the raw traces, and the page driven in headless
+Chromium: the slider moved through every step while the state machine box and both owner tables are read back
+from the DOM and compared with what the traces say. A screenshot of the page is saved as a test artifact."""
 
 from __future__ import annotations
 

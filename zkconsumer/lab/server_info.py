@@ -112,3 +112,20 @@ def _read(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError("the broker closed the connection")
         data += chunk
     return data
+
+
+def servers_line(manifest: dict[str, Any]) -> str | None:
+    """"ZooKeeper 3.9.5, Apache Kafka 3.9.2" (embedded) or with "external" and what an external broker told
+    (its cluster id): a run's servers in one line, from its manifest's `servers` (what `zookeeper_info` and
+    `broker_info` found); None for runs made before manifests recorded them."""
+    servers = manifest.get("servers")
+    if not isinstance(servers, dict):
+        return None
+    zookeeper, broker = servers.get("zookeeper") or {}, servers.get("broker") or {}
+    parts = [f"ZooKeeper {zookeeper.get('version') or 'of unknown version'}"
+             + ("" if zookeeper.get("embedded") else " (external)")]
+    if broker.get("embedded"):
+        parts.append(f"{broker.get('kind')} {broker.get('version')}")
+    else:
+        parts.append(f"an external broker (cluster {broker.get('cluster_id') or 'unknown'})")
+    return ", ".join(parts)

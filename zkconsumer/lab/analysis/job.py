@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from zkconsumer.lab.analysis import predictions as sim
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
-from zkconsumer.lab.analysis.report import TANSU_NOTE, ReportData, Timeline, render
+from zkconsumer.lab.analysis.report import ReportData, Timeline, render
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,9 @@ def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
     overlaps = _rows(read("overlaps").orderBy(F.desc("overlap_s")).limit(TOP_OVERLAPS))
     timelines = [tl for design in ("zk", "coordinator")
                  if (tl := _timeline(read("ownership_intervals"), runs, changes, design)) is not None]
-    notes = [TANSU_NOTE]
+    servers = sorted({r["servers"] for r in runs if r.get("servers")})
+    notes = [f"Servers: {'; '.join(servers)} (as each run recorded them)." if servers
+             else "The runs did not record their servers."]
     bases = sorted({r["expected_basis"] for r in runs if r.get("expected_basis")})
     if bases:
         notes.append("Delivery audit against " + " and ".join(
@@ -172,7 +174,7 @@ def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], desig
                 .select("member", "tp", "start", "end").collect())
         run = next(r for r in runs if r["run_id"] == run_id)
         return Timeline(design, run_id, run["case"] or run_id, change["action"], change["change_members"],
-                        change.get("stable_s"), t1 - t0, run.get("session_timeout_ms"),
+                        change.get("stable_s"), t1 - t0,
                         [(r["member"], r["tp"], max(r["start"], lo) - t0, min(r["end"], t1) - t0)
                          for r in rows])
     return None

@@ -122,7 +122,7 @@ def compare(runs: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> li
         observed, predicted = run.get("time_to_stable_s"), conditioned[STABLE[run["design"]]]
         error = (predicted - observed) / observed if observed and predicted is not None else None
         rows.append(Comparison(**base, metric="time to stable (s)", observed=observed, predicted=predicted,
-                               exact=None, relative_error=error, why=_latency_note(run)))
+                               exact=None, relative_error=error, why=""))
     return rows
 
 
@@ -158,12 +158,6 @@ def _why(run: dict[str, Any], prediction: dict[str, Any]) -> str:
     if not run.get("changes") or run["changes"] != 1:
         reasons.append(f"{run.get('changes')} changes averaged")
     return "; ".join(reasons) or "unexplained: see docs/simulation.md"
-
-
-def _latency_note(run: dict[str, Any]) -> str:
-    if run["design"] == "coordinator":
-        return "tansu completes rebalances on timers; the model follows Apache Kafka's GroupCoordinator"
-    return ""
 
 
 def rows_as_dicts(rows: list[Comparison]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from zkconsumer.lab.analysis.schemas import (
     TRACE_ERROR_SCHEMA,
     TRACE_SCHEMA,
 )
+from zkconsumer.lab.server_info import servers_line
 from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class RunInfo:
     members: int | None
     partitions: int | None
     session_timeout_ms: int | None
+    servers: str | None  # what the run ran against, from the manifest's `servers` (servers_line)
     completed: bool
     status: str | None
     started: float | None
@@ -61,7 +63,7 @@ class RunInfo:
     def row(self) -> tuple[Any, ...]:
         return (self.run_id, str(self.path), self.scenario, self.case, self.design, self.process_mode, self.repeat,
                 self.sweep_axis, self.sweep_value, self.members, self.partitions, self.session_timeout_ms,
-                self.completed, self.status, self.started, self.ended)
+                self.servers, self.completed, self.status, self.started, self.ended)
 
 
 @dataclass
@@ -105,7 +107,7 @@ def load_run(path: Path) -> RunInfo:
         process_mode=manifest.get("process_mode") or group.get("process_mode"), repeat=manifest.get("repeat"),
         sweep_axis=axis, sweep_value=float(value) if isinstance(value, int | float) else None,
         members=members, partitions=sum(int(t.get("partitions", 0)) for t in group.get("topics", [])) or None,
-        session_timeout_ms=int(timeout) if timeout is not None else None,
+        session_timeout_ms=int(timeout) if timeout is not None else None, servers=servers_line(manifest),
         completed=bool(manifest.get("completed")), status=manifest.get("status"),
         started=manifest.get("started"), ended=manifest.get("ended"))
 

@@ -19,9 +19,6 @@ from plotly.subplots import make_subplots
 NONE = "-"  # an empty cell
 DESIGN_NAMES = {"zk": "ZooKeeper (0.8)", "coordinator": "group coordinator"}
 COLORS = {"zk": "#1f77b4", "coordinator": "#d62728"}
-TANSU_NOTE = ("Coordinator time to stable was measured on tansu, whose coordinator completes rebalances on timers "
-              "(a JoinGroup is held for session/2, re-checked every second): pessimistic by about session/2 + 1 s "
-              "against Apache Kafka (docs/lab.md).")
 # (column in runs, label) per design: what plays "requests per change" and "notifications per change"
 HERD_METRICS = {
     "requests": {"zk": ("zk_requests_per_change", "ZooKeeper requests"),
@@ -42,7 +39,6 @@ class Timeline:
     members: str
     stable_s: float | None
     window_s: float  # the chart ends here: the change's window, or shortly after the group settled
-    session_timeout_ms: int | None
     intervals: list[tuple[str, str, float, float]]  # member, partition, start, end (seconds from the change)
 
 
@@ -133,9 +129,9 @@ def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) 
                                      legendgroup=design), row=1, col=col)
     fig.update_layout(title="latency distributions (every change of every run)", height=500,
                       margin={"b": 110})
-    fig.add_annotation(text="* " + TANSU_NOTE + "<br>convergence: from the change to the moment every partition "
-                       "is fetched again; stop-the-world: one member's partitions given up to new ones fetched; "
-                       "unowned partition·s: partitions nobody fetched, times seconds, per change window.",
+    fig.add_annotation(text="convergence: from the change to the moment every partition is fetched again; "
+                       "stop-the-world: one member's partitions given up to new ones fetched; unowned partition·s: "
+                       "partitions nobody fetched, times seconds, per change window.",
                        xref="paper", yref="paper", x=0, y=-0.2, showarrow=False, font={"size": 10}, align="left")
     return fig
 
@@ -167,10 +163,6 @@ def timeline_figure(tl: Timeline) -> go.Figure:
     if tl.stable_s is not None:
         fig.add_vline(x=tl.stable_s, line={"color": "green", "dash": "dash"}, annotation_text="stable",
                       annotation_position="bottom right")
-        if tl.design == "coordinator":
-            bias = f" (≈ {tl.session_timeout_ms / 2000 + 1:.0f} s)" if tl.session_timeout_ms else ""
-            title += f"<br><sub>stable line: tansu's timer-driven coordinator, pessimistic by session/2 + 1 s{bias}"
-            title += "</sub>"
     fig.update_layout(title=title, barmode="overlay", height=140 + 28 * max(1, len(members)),
                       xaxis={"title": "seconds from the membership change", "range": [
                           min((s for segs in bars.values() for s, _, _ in segs), default=-1.0), tl.window_s]},
@@ -220,8 +212,7 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     return (f"<table class=cmp><thead><tr><th rowspan=2>scenario</th><th rowspan=2>case</th><th rowspan=2>N</th>"
             f"{head}</tr><tr>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p class=note>requests/chg: ZooKeeper requests (zk) or JoinGroup+SyncGroup+LeaveGroup (coordinator); "
-            f"notifications/chg: watch notifications (zk) or REBALANCE_IN_PROGRESS responses (coordinator). "
-            f"* {html.escape(TANSU_NOTE)}</p>")
+            f"notifications/chg: watch notifications (zk) or REBALANCE_IN_PROGRESS responses (coordinator).</p>")
 
 
 def _n(designs: dict[str, dict[str, Any]]) -> int:

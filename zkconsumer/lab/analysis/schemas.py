@@ -93,6 +93,7 @@ MANIFEST_SCHEMA = T.StructType([
     T.StructField("members", T.IntegerType()),  # N: the initial group size
     T.StructField("partitions", T.IntegerType()),  # every partition of the scenario's topics
     T.StructField("session_timeout_ms", T.IntegerType()),  # the design's session timeout
+    T.StructField("servers", _STRING),  # "ZooKeeper 3.9.5, Apache Kafka 3.9.2": what the run ran against
     T.StructField("completed", T.BooleanType()),
     T.StructField("status", _STRING),
     T.StructField("started", T.DoubleType()),

@@ -1,19 +1,20 @@
 """The coordinator design's steps: the group state machine, derived from the wire, and each member's view.
 
-The lab's broker (tansu) does not report its group state, and trace schema v1 has no record for it, so the
-state is derived from the Kafka proxy's records, following Apache Kafka's `GroupCoordinator` (classic
-protocol; docs/coordinator.md, docs/lesson.md):
+The broker's group state is not on the wire (only a DescribeGroups would ask for it, and no member sends one)
+and trace schema v1 has no record for it, so the state is derived from the Kafka proxy's records, following
+Apache Kafka's `GroupCoordinator` (classic protocol; docs/coordinator.md, docs/lesson.md):
 
 * Empty until the first member joins; a LeaveGroup of the last member makes it Empty again.
 * PreparingRebalance when a JoinGroup arrives that the coordinator must wait on: any JoinGroup except one
   answered MEMBER_ID_REQUIRED (KIP-394's handshake, which adds no member), or a LeaveGroup, or the first
   Heartbeat answered REBALANCE_IN_PROGRESS (the coordinator began one on its own, e.g. a session expired).
 * CompletingRebalance at the first JoinGroup answered without error: `onCompleteJoin` starts the next
-  generation. Its number is the one the members report in their `generation` records (tansu starts at 0).
+  generation. Its number is the one the members report in their `generation` records (Kafka counts from 1).
 * Stable once every member answered for that generation has its SyncGroup answered without error and no
-  JoinGroup is pending. Kafka turns Stable at the leader's SyncGroup (`doSyncGroup`) and answers the other
-  syncs at once; tansu answers followers on a 1 s tick, so waiting for all of them is the state the group
-  is really in from a member's point of view.
+  JoinGroup is pending. Kafka turns Stable at the leader's SyncGroup (`doSyncGroup`), answering the followers'
+  syncs parked until then at once and later ones on arrival; which member leads is not on the proxy's records
+  (response bodies are only checked for errors), and waiting for every sync is also the moment each member
+  holds its assignment.
 * A SyncGroup answered REBALANCE_IN_PROGRESS sends the group back to PreparingRebalance.
 
 Members' own records give the generations and assignments (assigned, revoked, lost).

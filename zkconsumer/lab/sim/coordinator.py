@@ -4,8 +4,8 @@ docs/coordinator.md).
 
     prediction = simulate_coordinator(CoordinatorSimConfig(members=16, churn="join", seed=1))
 
-What is modelled, as Kafka does it (not as tansu does: tansu holds a JoinGroup for session/2 and re-checks on
-1 s timers; Kafka completes a phase as soon as its condition holds):
+What is modelled, as Kafka does it (a phase completes as soon as its condition holds, never on a timer of its
+own; the lab measures the same broker, Apache Kafka 3.9 in ZooKeeper mode):
 
 * states Empty, PreparingRebalance, CompletingRebalance, Stable (Dead is never reached in one change);
 * a new member's JoinGroup without an id gets MEMBER_ID_REQUIRED and a generated id, and joins again with it;

@@ -10,7 +10,7 @@ from analysis_builders import PREDICT_TO
 
 from zkconsumer.lab.analysis import AnalysisResult
 from zkconsumer.lab.analysis.predictions import comparable_runs, compare, predictions_table
-from zkconsumer.lab.join_cost import CHROOT_SETUP, join_notifications, join_requests
+from zkconsumer.lab.join_cost import join_notifications, join_requests
 from zkconsumer.lab.sim.sweep import SweepPoint, predict
 
 P = 72
@@ -37,8 +37,8 @@ def test_only_completed_runs_of_single_joins_are_comparable() -> None:
 def test_a_conflict_free_join_matches_exactly_and_a_conflict_is_named(n: int) -> None:
     predicted = predict(SweepPoint(members=n, partitions=P, seed=0))
     assert predicted["zk_conflicts"] == 0
-    exact_count = join_requests(n + 1, P) + CHROOT_SETUP
-    assert predicted["zk_requests"] == exact_count  # the closed form of docs/join-cost.md, lab chroot included
+    exact_count = join_requests(n + 1, P)
+    assert predicted["zk_requests"] == exact_count  # the closed form of docs/join-cost.md (no chroot in the lab)
     runs = [run("calm", "zk", n, zk_requests_per_change=float(exact_count),
                 zk_notifications_per_change=float(join_notifications(n + 1)), time_to_stable_s=1.0),
             run("raced", "zk", n, process_mode="processes", conflicts=1,
@@ -72,7 +72,7 @@ def test_a_real_race_is_predicted_exactly_with_a_seed_that_races_too() -> None:
                zk_notifications_per_change=1.0, time_to_stable_s=1.0)
     rows = {r.metric: r for r in compare([real], [first])}
     assert rows["ZooKeeper requests"].exact is True
-    assert rows["ZooKeeper requests"].predicted > join_requests(2, P) + CHROOT_SETUP
+    assert rows["ZooKeeper requests"].predicted > join_requests(2, P)
     assert "1 conflict(s) as the real one did" in rows["ZooKeeper requests"].why
 
 

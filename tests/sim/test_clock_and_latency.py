@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from zkconsumer.lab.sim.calibrate import quantiles, undelayed
+from zkconsumer.lab.sim.calibrate import parked_syncs, quantiles, undelayed
 from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel, default_tables
 from zkconsumer.lab.sim.scheduler import MS, Scheduler, SimulationError, VirtualEvent, VirtualLock
 
@@ -123,3 +123,14 @@ def test_calibration_helpers():
     assert quantiles([4.0, 1.0, 3.0, 2.0], points=5) == [1.0, 1.75, 2.5, 3.25, 4.0]
     assert undelayed({"scenario_definition": {"network": [{"delay_ms": 0}]}})
     assert not undelayed({"scenario_definition": {"network": [{"delay_ms": 50}]}})
+
+
+def test_syncgroups_answered_with_the_leaders_were_parked():
+    def sync(conn: int, sent: float, answered: float) -> dict:
+        return {"type": "wire", "proto": "kafka", "kind": "response", "api_name": "SyncGroup", "conn": conn,
+                "correlation_id": 7, "ts": answered, "latency_ms": (answered - sent) * 1000}
+
+    # Two followers wait for the leader (conn 3), whose SyncGroup releases all three within a millisecond; a
+    # late follower (conn 4) is answered on its own, at once.
+    records = [sync(1, 10.000, 10.050), sync(2, 10.010, 10.0505), sync(3, 10.048, 10.051), sync(4, 10.2, 10.203)]
+    assert parked_syncs(records) == {(1, 7), (2, 7)}

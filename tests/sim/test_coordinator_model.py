@@ -21,9 +21,14 @@ def test_a_join_into_n_costs_2n_plus_3_coordination_requests_as_in_the_lab(n):
     assert p.coordination == 2 * n + 3 == lab_runs("coordinator")[n]["kafka_coordination"]
     assert p.requests_by_api == {"FindCoordinator": 1, "JoinGroup": n + 2, "SyncGroup": n + 1, "Heartbeat": n,
                                  "OffsetCommit": n}
-    real = lab_runs("coordinator")[n]["kafka_by_api"]  # the lab's members commit before they rejoin, too
-    assert {api: real.get(api, 0) for api in MODELLED_APIS} == {api: p.requests_by_api.get(api, 0)
-                                                                for api in MODELLED_APIS}
+    real = lab_runs("coordinator")[n]  # the lab's members commit before they rejoin, too
+    counted = [api for api in MODELLED_APIS if api != "Heartbeat"]
+    assert {api: real["kafka_by_api"].get(api, 0) for api in counted} == {api: p.requests_by_api.get(api, 0)
+                                                                          for api in counted}
+    # The lab counts every heartbeat of its churn window (they go on after the group settled); the model only
+    # those that tell an incumbent of the rebalance, which the wire shows as REBALANCE_IN_PROGRESS answers.
+    assert real["kafka_errors"]["Heartbeat/REBALANCE_IN_PROGRESS"] == p.requests_by_api["Heartbeat"] == n
+    assert real["kafka_errors"]["JoinGroup/MEMBER_ID_REQUIRED"] == 1
 
 
 @pytest.mark.parametrize("n", [1, 2, 9])
@@ -46,8 +51,8 @@ def test_a_crash_costs_no_leavegroup_and_waits_for_the_session_timeout():
 
 
 def test_a_join_completes_when_every_member_has_rejoined_not_on_a_timer():
-    """Kafka's event-driven completion: about one heartbeat interval (the last incumbent to hear of it), far
-    less than tansu's session/2 holds; a longer interval delays it, a longer session timeout does not."""
+    """Kafka's event-driven completion: about one heartbeat interval (the last incumbent to hear of it), not a
+    fraction of the session timeout; a longer interval delays it, a longer session timeout does not."""
     base = simulate_coordinator(CoordinatorSimConfig(members=16))
     assert 0.5 < base.time_to_stable_s < 2.5
     slower = simulate_coordinator(CoordinatorSimConfig(members=16, heartbeat_interval_ms=4000))

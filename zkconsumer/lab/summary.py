@@ -43,6 +43,7 @@ class RunSummary:
     kafka_coordination: int = 0
     kafka_heartbeats: int = 0
     kafka_by_api: Counter = field(default_factory=Counter)
+    kafka_errors: Counter = field(default_factory=Counter)  # "api/ERROR_NAME" of responses with an error code
     stable_s: list[float] = field(default_factory=list)
     first_owned_s: float | None = None
 
@@ -105,6 +106,9 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
             summary.kafka_by_api[api] += 1
             summary.kafka_coordination += api in COORDINATION_APIS
             summary.kafka_heartbeats += api == "Heartbeat"
+        case "wire" if record.get("proto") == "kafka" and kind == "response" and record.get("error_code"):
+            # e.g. Heartbeat/REBALANCE_IN_PROGRESS: how incumbents hear of a rebalance (one per incumbent)
+            summary.kafka_errors[f"{record.get('api_name')}/{record.get('error_name')}"] += 1
 
 
 def _owns_something(record: dict[str, Any]) -> bool:

@@ -165,7 +165,8 @@ class SimZkClient(MemoryZkClient):
     """A member's ZooKeeper client in virtual time.
 
     `instant`: requests take no virtual time (building the settled group before the measured change).
-    `chroot_checks`: at start, the two `exists` a lab member connecting with a chroot sends (kazoo's and ours).
+    `chroot_checks`: at start, the two `exists` a member connecting with a chroot sends (kazoo's and ours); the
+    lab's members connect to ZooKeeper's root and send none.
     `crashed`: the process is dead; it learns nothing more (no notification, no session renewal).
     """
 

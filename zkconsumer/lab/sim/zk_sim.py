@@ -6,8 +6,8 @@ stable again (docs/simulation.md).
 1. **The settled group** is built without virtual time (`instant`): every member registers first, then each
    runs `create_message_streams`, so all of them list the complete group and the start costs no herd. Its
    requests are not counted.
-2. **The change** (at `settle_gap` later): `join` (a new member's `create_message_streams`, with the lab's two
-   chroot checks), `leave` (the newest member's `shutdown()`), or `crash` (the newest member stops; the server
+2. **The change** (at `settle_gap` later): `join` (a new member's `create_message_streams`, and its two chroot
+   checks if `chroot`), `leave` (the newest member's `shutdown()`), or `crash` (the newest member stops; the server
    expires its session `session_timeout_ms` later).
 3. **Counting**: requests and notifications are the server's per-session counters of every member (the same
    counts the lab's proxy sees on the wire) between the change and the end; the run ends when no event is left.
@@ -63,7 +63,9 @@ class ZkSimConfig:
     backoff_ms: int = 500
     max_retries: int = 20
     strategy: str = "range"
-    chroot: bool = True  # a new member's two chroot checks at connect, as the lab's members send them
+    # A new member's two chroot checks at connect. The lab's members connect to the broker's ZooKeeper root
+    # (a real broker registers there), so they send none.
+    chroot: bool = False
     joiners: int = 1  # join: how many new members, `join_gap_ms` apart (overlapping changes: stale views)
     join_gap_ms: int = 0
     settle_gap_ms: int = 1000

@@ -45,4 +45,6 @@ def originals(cluster, tmp_path: Path) -> Iterator:
 
     yield start
     for member in started:
+        member.begin_stop()  # all shut down in parallel: each takes about half a second
+    for member in started:
         member.stop()

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import ZkProbe
+from helpers import ZkProbe, wait_for
 from kafka import KafkaProducer
 from kazoo.exceptions import NoNodeError
 
@@ -21,6 +21,7 @@ from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.group import read_group_snapshot
 
 Owners = dict[tuple[str, int], str]
+SETTLE_S = 60.0  # rebalances with conflicts back off 300 ms per attempt; a killed member's session lasts 4 s
 
 
 def original_properties(zk_connect: str, group: str, consumer: str | None, **overrides: object) -> dict[str, str]:
@@ -105,6 +106,17 @@ def our_expectation(zk: ZkProbe, group: str, strategy: str) -> Owners:
     snapshot = read_group_snapshot(zk.zk_client, group)
     owners = expected_owners(snapshot, get_assignor(strategy))
     return {(tp.topic, tp.partition): thread for tp, thread in sorted(owners.items())}
+
+
+def settle(zk: ZkProbe, workdir: Path, groups: Mapping[str, str]) -> dict[str, Owners]:
+    """Wait until every group (group -> strategy) owns what the original's assignor decides for it, after
+    checking that ours prescribes the same on the same znodes; returns those owners."""
+    expected = oracle_expectation(zk.hosts, workdir, groups)
+    for group, strategy in groups.items():
+        assert our_expectation(zk, group, strategy) == expected[group], f"the assignors disagree on {group}"
+        assert expected[group], f"nothing to own in {group}"
+        wait_for(lambda g=group: zk.owners(g) == expected[g], SETTLE_S, message=f"{group} to settle")
+    return expected
 
 
 def produce(bootstrap: str, topic: str, partitions: Iterable[int], count: int, start: int = 0) -> None:

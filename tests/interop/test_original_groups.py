@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 from helpers import unique, wait_for
-from interop_support import group_nodes, normalised, oracle_expectation, our_expectation, without_timestamp
+from interop_support import group_nodes, normalised, settle, without_timestamp
 
 from rebalance.subscription import Registration
 from zkconsumer.registration import as_stored_by_0_8_2
 from zkconsumer.zookeeper import layout
 
 pytestmark = pytest.mark.interop
-SETTLE_S = 60.0
 
 # consumer id -> {topic index: streams}. Range: uneven stream counts and topics (string order: c1-0 < c1-1 ...).
 RANGE_MEMBERS = {"c1": {0: 2, 1: 1}, "c2": {0: 1}, "c3": {0: 1, 1: 3}}
@@ -32,16 +31,6 @@ PARTITIONS = (5, 4)
 
 def subscription(spec: dict[int, int], topics: list[str]) -> dict[str, int]:
     return {topics[i]: n for i, n in spec.items()}
-
-
-def settle(zk, tmp_path: Path, groups: dict[str, str]) -> dict[str, dict]:
-    """Wait until every group owns what the original's assignor decides for it, which must equal ours."""
-    expected = oracle_expectation(zk.hosts, tmp_path / "oracle", groups)
-    for group, strategy in groups.items():
-        assert our_expectation(zk, group, strategy) == expected[group], f"assignors disagree on {group}"
-        assert expected[group], f"nothing to own in {group}"
-        wait_for(lambda g=group: zk.owners(g) == expected[g], SETTLE_S, message=f"{group} to settle")
-    return expected
 
 
 def run_three_groups(cluster, members, originals, zk, tmp_path: Path, strategy: str, spec: dict) -> None:

@@ -199,6 +199,11 @@ class OriginalMember:
         """SIGTERM (the driver's shutdown hook runs connector.shutdown()), SIGKILL after `grace` seconds."""
         return self._end(signal.SIGTERM, grace)
 
+    def begin_stop(self) -> None:
+        """SIGTERM without waiting, so several drivers shut down at once; `stop()` then waits for each."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+
     def kill(self) -> int | None:
         """kill -9: no shutdown, no commit; ZooKeeper keeps its nodes until the session times out."""
         return self._end(signal.SIGKILL, 0.0)

@@ -1,7 +1,8 @@
 """The scenario's message load (`[load]`: rate, keys, message size), produced while the churn runs.
 
-The producer talks to the broker directly, not through the lab's Kafka proxy: its requests are not a member's
-and must not count as the design's cost. Every acknowledged message's offset goes into a `produce` trace record
+The producer talks to the broker's `DIRECT` listener, not through the lab's Kafka proxy: its requests are not a
+member's and must not count as the design's cost (Kafka answers Metadata with the listener a client came in on, so
+it stays there). Every acknowledged message's offset goes into a `produce` trace record
 (one per partition and contiguous range, flushed twice a second), which is what the analysis audits the
 members' `consume` records against (duplicates and gaps, docs/analysis.md).
 """

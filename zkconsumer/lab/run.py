@@ -6,10 +6,8 @@ after each), `done`. Every membership change is a `membership` record and the
 time the group takes to be stable again a `stable` record; the wire records of both proxies, owner snapshots
 and ZooKeeper `mntr` samples go to the run's own trace file.
 
-Runs share the servers and ZooKeeper's root: the broker registers there and its controller writes the topics
-there, and a 0.8 consumer reads both from its own chroot, so a member cannot be given a chroot of its own. Runs
-stay apart by names instead: the group and every topic carry the run's id, and everything the lab observes
-(owners, registrations, the lesson's paths, `zkconsumer watch`) is under `/consumers/<group>`.
+Runs share ZooKeeper's root, where the broker registers and writes topics (a 0.8 consumer reads both under its
+own chroot, so members get none): runs stay apart by their group and topic names, which carry the run's id.
 """
 
 from __future__ import annotations
@@ -402,7 +400,3 @@ def _has_port(proxy: Any, name: str) -> bool:
         return True
     except KeyError:
         return False
-
-
-def run_case(case: Case, design: str, servers: LabServers, out_dir: Path, **kwargs: Any) -> Path:
-    return CaseRun(case, design, servers, out_dir, **kwargs).run()

@@ -257,6 +257,12 @@ _FAST = settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.re
                                         HealthCheck.data_too_large])
 
 
+# kazoo's connection threads (the session's ZooKeeper clients) draw ping jitter from the global `random` on every
+# loop, so hypothesis may see its state move while it generates an example: not our strategies' doing.
+_KAZOO_RANDOM = pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
+
+
+@_KAZOO_RANDOM
 @_FAST
 @given(cases=st.lists(group_cases(), min_size=25, max_size=25))
 def test_random_groups_assigned_alike(zk_connect, tmp_path, cases):
@@ -264,6 +270,7 @@ def test_random_groups_assigned_alike(zk_connect, tmp_path, cases):
 
 
 @pytest.mark.slow
+@_KAZOO_RANDOM
 @settings(_FAST, max_examples=20)
 @given(cases=st.lists(group_cases(), min_size=40, max_size=40))
 def test_many_random_groups_assigned_alike(zk_connect, tmp_path, cases):

@@ -133,11 +133,13 @@ def group(strategy: str, topics: dict[str, int], *members: Member) -> GroupCase:
 
 
 def as_owners(assignments: dict) -> dict[str, str]:
-    """'topic-partition' -> thread without the group prefix, merged over members (the spec's notation)."""
+    """'topic-partition' -> thread without the group prefix, merged over members."""
     return {f"{t}-{p}": th.removeprefix(f"{GROUP}_") for a in assignments.values() for (t, p), th in a.items()}
 
 
-# The spec's worked examples (kafka08-zk-consumer.md §4.1, §4.2): both implementations must give these owners.
+# Worked examples, both implementations must give these owners: RangeAssignor's own (its comment in
+# kafka/consumer/PartitionAssignor.scala), an idle thread, string order (c-10 < c-2), independent topics; roundrobin's
+# hash order, two topics, and hashes of "[t,10]", "[t,11]" that overflow to negative values.
 CATALOGUE = [
     (group("range", {"t": 5}, static("C1", t=2), static("C2", t=2)),
      {"t-0": "C1-0", "t-1": "C1-0", "t-2": "C1-1", "t-3": "C2-0", "t-4": "C2-1"}),
@@ -159,7 +161,7 @@ CATALOGUE = [
 ]
 
 
-def test_the_spec_examples_on_both_assignors(zk_connect, tmp_path):
+def test_worked_examples_on_both_assignors(zk_connect, tmp_path):
     cases = [case for case, _ in CATALOGUE]
     pairs = compare(zk_connect, tmp_path, cases)
     for (case, expected), (original, mine) in zip(CATALOGUE, pairs, strict=True):
@@ -168,7 +170,7 @@ def test_the_spec_examples_on_both_assignors(zk_connect, tmp_path):
 
 
 def test_roundrobin_fails_on_both_for_unequal_subscriptions(zk_connect, tmp_path):
-    cases = [group("roundrobin", {"a": 2, "b": 2}, static("c1", a=1), static("c2", a=1, b=1)),  # spec RR4
+    cases = [group("roundrobin", {"a": 2, "b": 2}, static("c1", a=1), static("c2", a=1, b=1)),  # fine from 0.10.2
              group("roundrobin", {"a": 2, "b": 2}, static("c1", a=1, b=2), static("c2", a=1, b=1)),
              group("roundrobin", {"a": 2}, Member("c1", "static"))]  # nobody subscribes to anything
     for original, mine in compare(zk_connect, tmp_path, cases):
@@ -264,7 +266,7 @@ _KAZOO_RANDOM = pytest.mark.filterwarnings("ignore:Do not use the `random` modul
 
 @_KAZOO_RANDOM
 @_FAST
-@given(cases=st.lists(group_cases(), min_size=25, max_size=25))
+@given(cases=st.lists(group_cases(), min_size=20, max_size=20))
 def test_random_groups_assigned_alike(zk_connect, tmp_path, cases):
     check_random_groups(zk_connect, tmp_path, cases)
 

@@ -94,3 +94,9 @@ def test_missing_javac_is_one_line_naming_what_to_install(monkeypatch, tmp_path:
         original.javac_executable()
     message = str(failure.value)
     assert "\n" not in message and "javac not found" in message and "openjdk-17-jdk-headless" in message
+
+
+def test_a_connector_that_cannot_start_is_reported_and_the_driver_exits(cluster, originals):
+    with pytest.raises(original.InteropError, match=r"auto\.offset\.reset|bogus") as failure:
+        originals(unique("bad"), "c1", topics={"t": 1}, auto_offset_reset="bogus")  # ConsumerConfig refuses it
+    assert "connect" in str(failure.value)

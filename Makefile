@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo lesson test lint bench bench-lab clean java jvm mutate mutate-report
+.PHONY: demo lesson test lint bench bench-lab clean java jvm mutate mutate-report interop
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ lint: $(STAMP)
 
 test: jvm lint
 	$(PY) -m pytest -q
+
+# The differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md): all of tests/interop,
+# including the slow ones `make test` skips. Needs a JDK: javac compiles the driver into the JVM cache on first use.
+interop: jvm
+	$(PY) -m pytest -q -m interop tests/interop
 
 bench: jvm
 	$(PY) benchmarks/bench_fetch.py

@@ -1,44 +1,65 @@
-"""Consume throughput: our ConsumerFetcherManager + KafkaStream(s) versus kafka-python's KafkaConsumer.
+"""Consume throughput on a real broker: the original Kafka 0.8.2.2 consumer, ours, and kafka-python.
 
-Starts its own embedded ZooKeeper and Apache Kafka broker (`EmbeddedCluster.up` in a temporary directory, stopped
-at the end, on Ctrl-C or SIGTERM too), produces the data once, then alternates the two consumers over the same
-topic (same process, one consuming thread per stream, all partitions from offset 0) and reports the median
-messages/s of each and their ratio. kafka-python runs with its defaults (check_crcs=True, like our iterator, which
-always validates batch CRCs); a third, informational row turns its CRC check off.
+Starts its own embedded ZooKeeper and Apache Kafka broker (`EmbeddedCluster.up` in a temporary directory), produces
+the data once, then runs the contenders in rounds, alternating, each run in a fresh process (and a fresh group):
 
-    .venv/bin/python benchmarks/bench_fetch.py                   # 200,000 x 100 B, 8 partitions, 1 stream
-    .venv/bin/python benchmarks/bench_fetch.py --streams 8 --repeat 5
+* original: 0.8.2.2's `ZookeeperConsumerConnector` (`Consumer.createJavaConsumerConnector`), K streams, in a JVM
+  (`zkconsumer/interop/java/zkconsumer/interop/OriginalFetchBench.java`, built by `zkconsumer.interop.original`);
+* ours: this project's `ZookeeperConsumerConnector`, K streams (registration and rebalance through ZooKeeper too);
+* ours, fetcher manager only: `ConsumerFetcherManager` + `KafkaStream`s, partitions handed over directly;
+* kafka-python: `KafkaConsumer` with `assign()` (no streams: one thread), check_crcs on (its default).
+
+Scenarios: 1, 2 and 4 streams in one process, and a 2-member group (two processes each; kafka-python's two split
+the partitions by assign()). Per run: the steady rate (messages / first to last message, so start-up and rebalance
+are left out), end to end (spawning the process to the last message), and CPU seconds (the process's user + system
+time from wait4, whole life; and the part between first and last message, as the process itself measured it).
+The table shows medians, and ratios to the original. docs/benchmarks.md explains the method and the results.
+
+    .venv/bin/python benchmarks/bench_fetch.py                         # make bench: 500,000 x 100 B, 3 rounds
+    .venv/bin/python benchmarks/bench_fetch.py --scenarios 1 --repeat 7 --json results/fetch.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
+import shlex
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+import uuid
 from pathlib import Path
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from fetch_runs import RunError, Target, Trial, contender_argv, run_group, run_single, stop_all
+from kafka import KafkaProducer
 from rich.console import Console
 from rich.table import Table
 
 from fetcher_manager.broker import Broker
-from fetcher_manager.manager import ConsumerFetcherManager
-from fetcher_manager.partition_info import PartitionTopicInfo
-from fetcher_manager.settings import FetchSettings
-from fetcher_manager.stream import ChunkQueue, ConsumerTimeoutError, KafkaStream
+from fetcher_manager.kafka_wire import KafkaWire
+from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.cluster import EmbeddedCluster
+from zkconsumer.embedded.process import java_executable
+from zkconsumer.interop import original
 from zkconsumer.zookeeper.client import ZkClient
 
 TOPIC = "bench-fetch"
-STALL_S = 30.0  # give up if no message arrives for this long (a broken run, not a slow one)
+ORIGINAL, OURS, FETCHER, KAFKA_PYTHON = "original 0.8.2.2", "ours", "ours, fetchers only", "kafka-python"
+IMPLS = {ORIGINAL: "original", OURS: "connector", FETCHER: "fetcher", KAFKA_PYTHON: "kafka-python"}
+# name -> (streams per process, processes, contenders); kafka-python has no streams, so it sits out 2 and 4.
+SCENARIOS = {
+    "1": ("1 stream", 1, 1, (ORIGINAL, OURS, FETCHER, KAFKA_PYTHON)),
+    "2": ("2 streams", 2, 1, (ORIGINAL, OURS)),
+    "4": ("4 streams", 4, 1, (ORIGINAL, OURS)),
+    "group": ("2 members", 1, 2, (ORIGINAL, OURS, KAFKA_PYTHON)),
+}
 
 
 def produce(cluster: EmbeddedCluster, messages: int, size: int, partitions: int) -> float:
@@ -47,140 +68,166 @@ def produce(cluster: EmbeddedCluster, messages: int, size: int, partitions: int)
     # the producer nor a fetcher meets a partition without one.
     with ZkClient(cluster.zookeeper_connect, log_id="bench") as zk:
         create_topic(zk, TOPIC, partitions, bootstrap)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, batch_size=65536)
-    value = os.urandom(size // 2).hex().encode()[:size]
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=10, batch_size=65536, acks=1)
+    value = os.urandom(size // 2 + 1).hex().encode()[:size]
     started = time.perf_counter()
+    send = producer.send
     for i in range(messages):
-        producer.send(TOPIC, key=b"%d" % i, value=value, partition=i % partitions)
+        send(TOPIC, key=b"%d" % i, value=value, partition=i % partitions)
     producer.flush()
     producer.close()
     return time.perf_counter() - started
 
 
-def run_ours(broker: Broker, messages: int, partitions: int, streams: int) -> float:
-    settings = FetchSettings(client_id="bench", consumer_id="bench_ours", auto_offset_reset="smallest")
-    queues = [ChunkQueue(2) for _ in range(streams)]  # queued.max.message.chunks default
-    kafka_streams = [KafkaStream(q, consumer_timeout_ms=int(STALL_S * 1000)) for q in queues]
-    infos = [PartitionTopicInfo(TOPIC, p, queues[p % streams], -1, -1) for p in range(partitions)]
-    counts = [0] * streams
-    share = [0] * streams  # message i went to partition i % partitions; partition p feeds stream p % streams
-    for p in range(partitions):
-        share[p % streams] += messages // partitions + (1 if p < messages % partitions else 0)
-
-    def drain(index: int) -> None:
-        it = iter(kafka_streams[index])
-        target, n = share[index], 0
-        try:
-            while n < target:
-                next(it)
-                n += 1
-        except ConsumerTimeoutError:
-            pass
-        counts[index] = n
-
-    manager = ConsumerFetcherManager(settings, lambda: [broker])
-    started = time.perf_counter()
-    manager.start_connections(infos)
+def partition_sizes(broker: Broker, partitions: int) -> dict[int, int]:
+    wire = KafkaWire("bench")
     try:
-        if streams == 1:
-            drain(0)
-        else:
-            threads = [threading.Thread(target=drain, args=(i,), name=f"bench-stream-{i}") for i in range(streams)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        elapsed = time.perf_counter() - started
+        return {p: wire.offset_for(broker, TopicPartition(TOPIC, p), earliest=False) for p in range(partitions)}
     finally:
-        manager.shutdown()
-    if sum(counts) != messages:
-        raise SystemExit(f"ours consumed {sum(counts)} of {messages} messages")
-    return messages / elapsed
+        wire.close()
 
 
-def run_kafka_python(bootstrap: str, messages: int, partitions: int, check_crcs: bool = True) -> float:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, check_crcs=check_crcs,
-                             consumer_timeout_ms=int(STALL_S * 1000))
-    tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
-    started = time.perf_counter()
-    consumer.assign(tps)
-    consumer.seek_to_beginning(*tps)
-    count = 0
-    for _ in consumer:
-        count += 1
-        if count >= messages:
-            break
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    if count != messages:
-        raise SystemExit(f"kafka-python consumed {count} of {messages} messages")
-    return messages / elapsed
+def run_rounds(target: Target, args: argparse.Namespace, zk: ZkClient, console: Console) -> list[Trial]:
+    """Every (scenario, contender) `args.repeat` times; within a round the contenders take turns, in an order that
+    rotates from round to round, so that drift in the machine's load hits all of them alike."""
+    trials: list[Trial] = []
+    for round_no in range(args.repeat):
+        for key in args.scenarios:
+            label, streams, members, contenders = SCENARIOS[key]
+            contenders = [c for c in contenders if c in args.contenders]
+            shift = round_no % len(contenders) if contenders else 0
+            for contender in contenders[shift:] + contenders[:shift]:
+                group = f"bench-{key}-{IMPLS[contender]}-{round_no}-{uuid.uuid4().hex[:6]}"
+                argv_for = contender_argv(target, IMPLS[contender], streams)
+                if members == 1:
+                    trial = run_single(target, label, contender, argv_for, group)
+                else:
+                    uses_zk = contender in (ORIGINAL, OURS)
+                    trial = run_group(target, label, contender, argv_for, group, members, zk if uses_zk else None)
+                trial.load_1min = os.getloadavg()[0]
+                expected = sum(target.sizes.values())
+                if trial.messages != expected:
+                    raise RunError(f"{contender} ({label}) consumed {trial.messages} of {expected} messages")
+                trials.append(trial)
+                console.print(f"  round {round_no + 1}/{args.repeat} {label:>20}  {contender:<27} "
+                              f"{trial.steady_rate:>10,.0f} msg/s steady  {trial.end_to_end_s:5.2f} s e2e  "
+                              f"{trial.cpu_s:5.2f} s CPU  load {trial.load_1min:.1f}", highlight=False)
+    return trials
 
 
-def compare(cluster: EmbeddedCluster, args: argparse.Namespace, console: Console) -> dict[str, list[float]]:
-    """Produce once, then run every contender `args.repeat` times, interleaved so drift hits everyone alike."""
-    produce_s = produce(cluster, args.messages, args.size, args.partitions)
-    kafka_version = jvm.classpath(jvm.KAFKA_BROKER).version_of("kafka_2.13")
-    console.print(f"produced {args.messages:,} x {args.size} B to {args.partitions} partitions in {produce_s:.1f} s; "
-                  f"Apache Kafka {kafka_version}; CRC-32C: crc32c (C) for both; {os.cpu_count()} cores")
-    kafka = cluster.brokers[0]
-    broker = Broker(kafka.broker_id, "127.0.0.1", kafka.port)
-    bootstrap = kafka.bootstrap
-    contenders: dict[str, Callable[[], float]] = {
-        f"ours ({args.streams} stream{'s' if args.streams > 1 else ''})":
-            lambda: run_ours(broker, args.messages, args.partitions, args.streams),
-        "kafka-python (defaults)": lambda: run_kafka_python(bootstrap, args.messages, args.partitions),
-    }
-    if not args.no_crc_row:
-        contenders["kafka-python (check_crcs=False)"] = lambda: run_kafka_python(
-            bootstrap, args.messages, args.partitions, check_crcs=False)
-    results: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeat):
-        for name, run in contenders.items():
-            results[name].append(run())
-    return results
+def summarize(trials: list[Trial]) -> list[dict]:
+    rows: dict[tuple[str, str], list[Trial]] = {}
+    for trial in trials:
+        rows.setdefault((trial.scenario, trial.contender), []).append(trial)
+    out = []
+    for (scenario, contender), runs in rows.items():
+        out.append({"scenario": scenario, "contender": contender, "runs": len(runs),
+                    "steady_msg_s": statistics.median(t.steady_rate for t in runs),
+                    "steady_msg_s_runs": [round(t.steady_rate) for t in runs],
+                    "steady_msg_s_range": (min(t.steady_rate for t in runs), max(t.steady_rate for t in runs)),
+                    "end_to_end_s": statistics.median(t.end_to_end_s for t in runs),
+                    "cpu_s": statistics.median(t.cpu_s for t in runs),
+                    "steady_cpu_s": statistics.median(t.steady_cpu_s for t in runs),
+                    "max_rss_mb": statistics.median(max(p.max_rss_mb for p in t.processes) for t in runs),
+                    "broker_cpu_s": statistics.median(t.broker_cpu_s for t in runs)})
+    for row in out:
+        base = next((r for r in out if r["scenario"] == row["scenario"] and r["contender"] == ORIGINAL), None)
+        if base is not None:
+            row["rate_vs_original"] = row["steady_msg_s"] / base["steady_msg_s"]
+            row["cpu_vs_original"] = row["cpu_s"] / base["cpu_s"]
+            row["steady_cpu_vs_original"] = row["steady_cpu_s"] / base["steady_cpu_s"]
+    return out
+
+
+def print_table(rows: list[dict], args: argparse.Namespace, console: Console) -> None:
+    table = Table(title=f"consume {args.messages:,} x {args.size} B from {args.partitions} partitions, "
+                        f"median of {args.repeat}")
+    for name, justify in (("scenario", "left"), ("consumer", "left"), ("steady msg/s", "right"), ("min-max", "right"),
+                          ("x orig.", "right"), ("end to end s", "right"), ("CPU s", "right"),
+                          ("x orig.", "right"), ("steady CPU s", "right"), ("x orig.", "right"),
+                          ("max RSS MiB", "right"), ("broker CPU s", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        def ratio(key: str, row: dict = row) -> str:
+            return f"{row[key]:.2f}" if key in row else "-"
+        low, high = row["steady_msg_s_range"]
+        table.add_row(row["scenario"], row["contender"], f"{row['steady_msg_s']:,.0f}",
+                      f"{low / 1000:,.0f}k-{high / 1000:,.0f}k", ratio("rate_vs_original"),
+                      f"{row['end_to_end_s']:.2f}", f"{row['cpu_s']:.2f}", ratio("cpu_vs_original"),
+                      f"{row['steady_cpu_s']:.2f}", ratio("steady_cpu_vs_original"), f"{row['max_rss_mb']:.0f}",
+                      f"{row['broker_cpu_s']:.2f}")
+    console.print(table)
+
+
+def java_version() -> str:
+    done = subprocess.run([java_executable(), "-version"], capture_output=True, text=True, check=False)
+    return (done.stderr.splitlines() or ["?"])[0]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--size", type=int, default=100, help="value bytes per message")
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--streams", type=int, default=1, help="KafkaStreams (one consuming thread each)")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-crc-row", action="store_true", help="skip kafka-python with check_crcs=False")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (medians are over these)")
+    parser.add_argument("--scenarios", type=lambda s: s.split(","), default=list(SCENARIOS),
+                        help=f"comma-separated, of {','.join(SCENARIOS)} (default: all)")
+    parser.add_argument("--contenders", type=lambda s: [c.strip() for c in s.split(",")], default=list(IMPLS),
+                        help=f"comma-separated, of: {', '.join(IMPLS)} (default: all)")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a 0.8 consumer setting for the original and ours (repeatable), e.g. "
+                             "fetch.message.max.bytes=4194304; kafka-python and the fetcher-manager row keep theirs")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take before it is killed")
+    parser.add_argument("--json", type=Path, help="write every run and the medians here")
     args = parser.parse_args(argv)
-    console = Console()
-    # The servers run detached, so neither Ctrl-C nor a SIGTERM to this process reaches them: both must end in the
-    # finally below, which stops them. SIGINT already raises KeyboardInterrupt; make SIGTERM raise SystemExit.
+    if unknown := [s for s in args.scenarios if s not in SCENARIOS] + [c for c in args.contenders if c not in IMPLS]:
+        parser.error(f"unknown scenario or contender: {unknown}")
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    # Neither Ctrl-C nor a SIGTERM to this process reaches the servers or the consumers (their own sessions): both
+    # must end in the finally blocks below. SIGINT already raises KeyboardInterrupt; make SIGTERM raise SystemExit.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-
+    command = "benchmarks/bench_fetch.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
+        classpath = str(original.build()) if ORIGINAL in args.contenders else ""
         console.print("starting ZooKeeper and Apache Kafka ...")
-        cluster = EmbeddedCluster.up(Path(tmp), zk_servers=1, brokers=1)
+        cluster = EmbeddedCluster.up(Path(tmp) / "cluster", zk_servers=1, brokers=1)
         try:
-            results = compare(cluster, args, console)
+            produce_s = produce(cluster, args.messages, args.size, args.partitions)
+            kafka = cluster.brokers[0]
+            broker = Broker(kafka.broker_id, "127.0.0.1", kafka.port)
+            target = Target(cluster.zookeeper_connect, kafka.bootstrap, f"{broker.id}:{broker.host}:{broker.port}",
+                            TOPIC, partition_sizes(broker, args.partitions), Path(tmp), classpath, args.timeout,
+                            kafka.process.pid, tuple(args.property))
+            console.print(f"produced {args.messages:,} x {args.size} B to {args.partitions} partitions in "
+                          f"{produce_s:.1f} s; Apache Kafka {jvm.classpath(jvm.KAFKA_BROKER).version_of('kafka_2.13')}"
+                          f"; {os.cpu_count()} cores; load average {load_before[0]:.1f}")
+            with ZkClient(cluster.zookeeper_connect, log_id="bench") as zk:
+                trials = run_rounds(target, args, zk, console)
         finally:
+            stop_all()
             cluster.down(purge=True)
-
-    table = Table(title=f"consume {args.messages:,} messages, median of {args.repeat}")
-    table.add_column("consumer")
-    table.add_column("runs (msg/s)")
-    table.add_column("median msg/s", justify="right")
-    medians = {name: statistics.median(runs) for name, runs in results.items()}
-    for name, runs in results.items():
-        table.add_row(name, ", ".join(f"{r:,.0f}" for r in runs), f"{medians[name]:,.0f}")
-    console.print(table)
-    ours_name, kp_name = list(results)[:2]
-    console.print(f"ratio ours / kafka-python (defaults): [bold]{medians[ours_name] / medians[kp_name]:.2f}x[/bold]")
-    if not args.no_crc_row:
-        nocrc = medians["kafka-python (check_crcs=False)"]
-        console.print(f"ratio ours / kafka-python (check_crcs=False): {medians[ours_name] / nocrc:.2f}x")
+    load_after = os.getloadavg()
+    rows = summarize(trials)
+    print_table(rows, args, console)
+    loads = [t.load_1min for t in trials]
+    console.print(f"load average (1 min) on {os.cpu_count()} cores: {load_before[0]:.1f} before, during the runs "
+                  f"median {statistics.median(loads):.1f} (max {max(loads):.1f}), {load_after[0]:.1f} after",
+                  highlight=False)
+    console.print(f"reproduce: .venv/bin/python {command}", highlight=False)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "command": command, "messages": args.messages, "size": args.size, "partitions": args.partitions,
+            "repeat": args.repeat, "cores": os.cpu_count(), "load_before": load_before, "load_after": load_after,
+            "python": platform.python_version(), "java": java_version(), "properties": args.property, "summary": rows,
+            "runs": [t.as_dict() for t in trials]}, indent=1))
+        console.print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
     try:
         main()
-    except KeyboardInterrupt:  # the servers are stopped by then; a traceback would only hide that
-        print("interrupted: the benchmark's ZooKeeper and Kafka were stopped", file=sys.stderr)
+    except KeyboardInterrupt:  # everything is stopped by then; a traceback would only hide that
+        print("interrupted: the benchmark's consumers, ZooKeeper and Kafka were stopped", file=sys.stderr)
         sys.exit(130)

@@ -153,3 +153,16 @@ def test_links_keyed_by_client_id_delay_reset_and_blackhole(proxy: KafkaProxy) -
     assert proxy.counters("dark")["dropped"] == {"request": 1}
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
         assert struct.unpack_from(">ih", ask(sock, "dark", 3)) == (3, 0)
+
+
+def test_a_proxy_made_before_its_broker_refuses_clients_until_it_is_pointed_at_it(proxied_kafka) -> None:
+    """The lab makes the proxy first (the broker advertises its port) and points it at the broker after."""
+    early = KafkaProxy(None, name=unique("kp-early")).start()
+    try:
+        with socket.create_connection(("127.0.0.1", early.port), timeout=10) as sock, pytest.raises(ConnectionError):
+            raw_request(sock, ApiVersionsRequest[0](), 1, "early")
+        early.forward_to(proxied_kafka.members_upstream)
+        with socket.create_connection(("127.0.0.1", early.port), timeout=10) as sock:
+            assert struct.unpack_from(">ih", raw_request(sock, ApiVersionsRequest[0](), 2, "early")) == (2, 0)
+    finally:
+        early.stop()

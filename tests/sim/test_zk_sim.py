@@ -34,7 +34,7 @@ def test_one_join_executed_read_by_read_costs_exactly_the_formula(n):
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_one_join_equals_the_real_lab_wire_counts(n):
     """The lab's members connect to ZooKeeper's root (where the broker registers): no chroot checks, the closed
-    form itself. (Every join into N = 1 measured here raced the incumbent's releases: see the next test.)"""
+    form itself. (The lab's join into N = 1 raced the incumbent's releases, as 4 of 5 did: see the next test.)"""
     real = lab_runs("zk")[n]
     p = simulate_zk(ZkSimConfig(members=n, partitions=real["partitions"], seed=CALM, shortcut=n > 8))
     assert p.conflicts == 0 == real["conflicts"]
@@ -44,8 +44,8 @@ def test_one_join_equals_the_real_lab_wire_counts(n):
 
 
 def test_a_join_into_one_that_races_the_incumbent_costs_what_the_lab_measured():
-    """Into a group of one, the joiner often claims a partition the incumbent has not released yet (every such
-    join measured here did, the simulation about a third of its seeds): one conflict, a rollback, a backoff and a
+    """Into a group of one, the joiner often claims a partition the incumbent has not released yet (4 of 5 such
+    joins measured here, about a third of the simulation's seeds): one conflict, a rollback, a backoff and a
     second attempt. Whichever partitions collided, that costs the same number of requests in both."""
     real = lab_runs("zk")[1]
     assert real["conflicts"] == 1

@@ -3,9 +3,9 @@
 ZooKeeper: each server's `srvr` answer (`Zookeeper version: 3.9.5-<commit>, built on ...`, `Mode: ...`), so an
 external ensemble records its own version, not the embedded jar's. The broker: an embedded one is Apache Kafka
 at the version of the `kafka_2.13` jar it ran; any broker is also asked, on a plain socket, for ApiVersions
-(v0, which every broker answers) and Metadata (v2, the first with the cluster id). Nothing is inferred: an
-external broker's kind and version are unknown unless it says so, and it does not (ApiVersions carries only the
-API ranges), so they are recorded as null next to what it did tell.
+(v0, which every broker answers) and Metadata (v2, the first with the cluster id), and for its `group.*` settings
+(DescribeConfigs). Nothing is inferred: an external broker's kind and version are unknown unless it says so, and
+it does not (ApiVersions carries only the API ranges), so they are recorded as null next to what it did tell.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import struct
 import time
 from typing import Any
 
-from zkconsumer.embedded.process import four_letter_word
+from kafka.errors import KafkaError
+
+from zkconsumer.embedded.process import EmbeddedError, four_letter_word
 from zkconsumer.lab.wire import kafka_codec
 from zkconsumer.lab.wire.tcp import host_port
 
@@ -40,18 +42,34 @@ def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
     return {"embedded": embedded, "version": versions.pop() if len(versions) == 1 else None, "servers": servers}
 
 
-def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None, version: str | None = None,
-                settings: dict[str, str] | None = None) -> dict[str, Any]:
-    """What the broker at `bootstrap` tells about itself, plus what the lab knows when it started it."""
+def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None,
+                version: str | None = None) -> dict[str, Any]:
+    """What the broker at `bootstrap` tells about itself (API ranges, cluster, its `group.*` settings), plus the
+    kind and version the lab knows when it started the broker itself."""
     info: dict[str, Any] = {"embedded": embedded, "kind": kind, "version": version, "address": bootstrap}
-    if settings is not None:
-        info["settings"] = dict(settings)
     try:
         info.update(ask_broker(bootstrap))
-    except (OSError, ValueError, kafka_codec.KafkaDecodeError) as exc:
+        node = info["brokers"][0].split("@", 1)[0] if info["brokers"] else None
+        info["settings"] = group_settings(bootstrap, node) if node is not None else None
+    except (OSError, ValueError, kafka_codec.KafkaDecodeError, KafkaError) as exc:
         log.warning("lab: the broker at %s did not describe itself: %s", bootstrap, exc)
         info["error"] = f"{type(exc).__name__}: {exc}"
     return info
+
+
+def group_settings(bootstrap: str, broker_id: str) -> dict[str, str]:
+    """The broker's `group.*` settings as it reports them (DescribeConfigs): what it really runs with, e.g.
+    `group.initial.rebalance.delay.ms`, whoever configured it."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lab-server-info",
+                             request_timeout_ms=int(_TIMEOUT_S * 1000))
+    try:
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, broker_id)], config_filter="all")
+    finally:
+        admin.close()
+    configs = next(iter(found.get("broker", {}).values()), {})
+    return {key: entry["value"] for key, entry in sorted(configs.items()) if key.startswith("group.")}
 
 
 def ask_broker(bootstrap: str) -> dict[str, Any]:
@@ -87,8 +105,8 @@ def wait_group_coordinator(bootstrap: str, timeout: float = 60.0) -> None:
         if error == 0:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the broker at {bootstrap} had no group coordinator after {timeout:.0f} s "
-                               f"(FindCoordinator: {error})")
+            raise EmbeddedError(f"the broker at {bootstrap} had no group coordinator after {timeout:.0f} s "
+                                f"(FindCoordinator: {error}): see its log")
         time.sleep(0.2)
 
 

@@ -18,6 +18,7 @@ runs), so one long-lived proxy serves many runs without mixing their counts.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -28,6 +29,7 @@ from typing import Any
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.process import EmbeddedError
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab.server_info import broker_info, wait_group_coordinator, zookeeper_info
 from zkconsumer.lab.wire.kafka import KafkaProxy
@@ -151,11 +153,7 @@ class LabServers:
         """The `servers` entry of a run's manifest: what ZooKeeper and the broker are, as they say themselves."""
         if self._described is None:
             if self.kafka is not None:
-                from zkconsumer.embedded.kafka import BASE_SETTINGS
-
-                settings = {k: v for k, v in {**BASE_SETTINGS, **self.kafka.settings}.items() if k.startswith("group.")}
-                broker = broker_info(self.broker, embedded=True, kind="Apache Kafka", version=self._kafka_version,
-                                     settings=settings)
+                broker = broker_info(self.broker, embedded=True, kind="Apache Kafka", version=self._kafka_version)
                 broker["mode"] = "ZooKeeper"
             else:
                 broker = broker_info(self.broker, embedded=False)
@@ -199,15 +197,14 @@ def _wait_unregistered(kafka: KafkaBroker, zookeeper: str) -> None:
         deadline = time.monotonic() + _UNREGISTER_S
         while zk.exists(layout.broker_path(kafka.broker_id)):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"broker {kafka.broker_id}'s registration outlived it by {_UNREGISTER_S:.0f} s")
+                raise EmbeddedError(f"broker {kafka.broker_id}'s registration outlived it by {_UNREGISTER_S:.0f} s: "
+                                    f"is another broker {kafka.broker_id} registered in {zookeeper}?")
             time.sleep(0.05)
 
 
 def _direct_listener(zookeeper: str, proxy_port: int) -> str | None:
     """An external broker's endpoint that is not advertised at the proxy (from its `/brokers/ids` registration),
     for traffic that must not cross the proxy; None if it has only the proxied one."""
-    import json
-
     with ZkClient(zookeeper, session_timeout_ms=10000, log_id="lab-servers") as zk:
         for broker_id in sorted(zk.get_children(layout.BROKER_IDS) or []):
             found = zk.get(f"{layout.BROKER_IDS}/{broker_id}")

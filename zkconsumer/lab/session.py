@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from zkconsumer.embedded.process import EmbeddedError
 from zkconsumer.lab.run import CaseRun, LabRunError
 from zkconsumer.lab.scenario import Case, Scenario
 from zkconsumer.lab.scenario_model import Sweep
@@ -62,7 +63,8 @@ class LabSession:
         # Server data under the results directory: whatever the run starts is findable by that path.
         with tempfile.TemporaryDirectory(prefix=".servers-", dir=self.out_dir) as tmp:
             servers = LabServers.start(Path(tmp), self.scenario.zk_servers, self.zookeeper, self.bootstrap,
-                                       self.kafka_proxy_port, broker_settings(self.cases[0].scenario))
+                                       self.kafka_proxy_port,
+                                       broker_settings(self.cases[0].scenario) if self.cases else None)
             try:
                 for case in self.cases:
                     servers.configure_broker(broker_settings(case.scenario))
@@ -108,7 +110,7 @@ class LabSession:
         except KeyboardInterrupt:
             console.print(f"interrupted: every process stopped; the current run is marked incomplete in {self.out_dir}")
             sys.exit(130)
-        except LabRunError as exc:
+        except (LabRunError, EmbeddedError) as exc:  # a run, or a server the lab starts, failed: one line
             console.print(f"error: {exc}")
             sys.exit(1)
         Console(width=200).print(render(summaries))

@@ -107,11 +107,12 @@ def run_rounds(target: Target, args: argparse.Namespace, zk: ZkClient, console: 
                 trial.load_1min = os.getloadavg()[0]
                 expected = sum(target.sizes.values())
                 if trial.messages != expected:
-                    raise RunError(f"{contender} ({label}) consumed {trial.messages} of {expected} messages")
+                    raise RunError(f"{contender} ({label}) was timed over {trial.messages} of {expected} messages")
                 trials.append(trial)
                 console.print(f"  round {round_no + 1}/{args.repeat} {label:>20}  {contender:<27} "
                               f"{trial.steady_rate:>10,.0f} msg/s steady  {trial.end_to_end_s:5.2f} s e2e  "
-                              f"{trial.cpu_s:5.2f} s CPU  load {trial.load_1min:.1f}", highlight=False)
+                              f"{trial.cpu_s:5.2f} s CPU  load {trial.load_1min:.1f}"
+                              + (f"  ({trial.repeated} handed out twice)" if trial.repeated else ""), highlight=False)
     return trials
 
 
@@ -129,7 +130,8 @@ def summarize(trials: list[Trial]) -> list[dict]:
                     "cpu_s": statistics.median(t.cpu_s for t in runs),
                     "steady_cpu_s": statistics.median(t.steady_cpu_s for t in runs),
                     "max_rss_mb": statistics.median(max(p.max_rss_mb for p in t.processes) for t in runs),
-                    "broker_cpu_s": statistics.median(t.broker_cpu_s for t in runs)})
+                    "broker_cpu_s": statistics.median(t.broker_cpu_s for t in runs),
+                    "repeated": sum(t.repeated for t in runs)})
     for row in out:
         base = next((r for r in out if r["scenario"] == row["scenario"] and r["contender"] == ORIGINAL), None)
         if base is not None:

@@ -102,7 +102,8 @@ class Tally:
 
     def result(self, streams: int) -> dict:
         self.consumed = next(self._count) - 1
-        return {"event": "result", "messages": self.consumed, "first": self.first, "last": self.last,
+        return {"event": "result", "messages": self.consumed, "target": self.target, "first": self.first,
+                "last": self.last,
                 "cpu_first": self.cpu_first, "cpu_last": self.cpu_last, "cpu_end": PROCESS_CLOCK(),
                 "key_bytes": self.key_bytes, "value_bytes": self.value_bytes, "start": process_start(),
                 "streams": streams}
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     run = {"connector": connector, "fetcher": fetcher, "kafka-python": kafka_python}[args.impl]
     streams = run(args, tally)
     emit(**tally.result(streams))
-    return 0 if tally.consumed == tally.target else 4
+    return 0 if tally.consumed >= tally.target else 4  # more: a message handed out twice, which the bench reports
 
 
 if __name__ == "__main__":

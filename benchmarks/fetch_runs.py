@@ -24,6 +24,7 @@ from pathlib import Path
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from zkconsumer.embedded.process import java_executable
+from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_group_snapshot
 
@@ -68,7 +69,13 @@ class Trial:
 
     @property
     def messages(self) -> int:
-        return sum(p.line["messages"] for p in self.processes)
+        """The messages the run was timed over: each process stops the clock at its target."""
+        return sum(p.line["target"] for p in self.processes)
+
+    @property
+    def repeated(self) -> int:
+        """Messages handed out beyond the targets: duplicates (each process consumes what its partitions hold)."""
+        return sum(p.line["messages"] - p.line["target"] for p in self.processes)
 
     @property
     def steady_s(self) -> float:
@@ -94,6 +101,7 @@ class Trial:
 
     def as_dict(self) -> dict:
         return {"scenario": self.scenario, "contender": self.contender, "messages": self.messages,
+                "repeated": self.repeated,
                 "steady_msg_s": self.steady_rate, "steady_s": self.steady_s, "end_to_end_s": self.end_to_end_s,
                 "cpu_s": self.cpu_s, "steady_cpu_s": self.steady_cpu_s,
                 "max_rss_mb": max(p.max_rss_mb for p in self.processes), "broker_cpu_s": self.broker_cpu_s,
@@ -302,24 +310,30 @@ def run_group(target: Target, scenario: str, contender: str, argv_for: ArgvFor, 
             child.stop()
 
 
-def wait_settled(zk: ZkClient, group: str, topic: str, members: int, timeout_s: float) -> dict[str, list[int]]:
-    """consumer.id -> partitions it owns, once the group has every member and the owners are what range prescribes
-    (seen twice in a row, 0.2 s apart, so a rebalance still under way is not mistaken for the end)."""
+def wait_settled(zk: ZkClient, group: str, topic: str, members: int, timeout_s: float,
+                 quiet_s: float = 1.0) -> dict[str, list[int]]:
+    """consumer.id -> partitions it owns, once the group has every member, the owners are what range prescribes,
+    and no owner znode has been re-created for `quiet_s` (a member that releases and claims its partitions again
+    leaves the same owners but new znodes, so their creation zxids are compared, not only their data)."""
     assignor = get_assignor("range")
     deadline = time.monotonic() + timeout_s
-    previous = None
+    stable: tuple[dict, float] | None = None  # (owner znodes, since when they are unchanged)
     while time.monotonic() < deadline:
         snapshot = read_group_snapshot(zk, group)
         if len(snapshot.registrations) == members and check_convergence(snapshot, assignor).settled:
-            owners = {tp.partition: owner.rsplit("-", 1)[0].removeprefix(f"{group}_")
-                      for tp, owner in snapshot.owners.items() if tp.topic == topic}
-            if owners == previous:
+            znodes = {}
+            for tp, owner in snapshot.owners.items():
+                found = zk.get(f"{layout.owners_dir(group, tp.topic)}/{tp.partition}") if tp.topic == topic else None
+                if found is not None:
+                    znodes[tp.partition] = (owner.rsplit("-", 1)[0].removeprefix(f"{group}_"), found[1].czxid)
+            if stable is None or stable[0] != znodes:
+                stable = (znodes, time.monotonic())
+            elif time.monotonic() - stable[1] >= quiet_s:
                 by_member: dict[str, list[int]] = {}
-                for partition, member in owners.items():
+                for partition, (member, _) in sorted(znodes.items()):
                     by_member.setdefault(member, []).append(partition)
                 return by_member
-            previous = owners
         else:
-            previous = None
-        time.sleep(0.2)
+            stable = None
+        time.sleep(0.1)
     raise RunError(f"group {group} did not settle within {timeout_s:.0f} s")

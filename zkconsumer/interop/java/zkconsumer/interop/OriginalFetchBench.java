@@ -114,11 +114,13 @@ public final class OriginalFetchBench {
             thread.join();
         }
         long n = consumed.get();
-        out.println("{\"event\":\"result\",\"messages\":" + n + ",\"first\":" + firstAt + ",\"last\":" + lastAt
+        out.println("{\"event\":\"result\",\"messages\":" + n + ",\"target\":" + target + ",\"first\":" + firstAt + ",\"last\":" + lastAt
                 + ",\"cpu_first\":" + cpuAtFirst + ",\"cpu_last\":" + cpuAtLast + ",\"cpu_end\":" + cpuSeconds()
                 + ",\"key_bytes\":" + keyBytes + ",\"value_bytes\":" + valueBytes + ",\"start\":" + processStart()
                 + ",\"streams\":" + list.size() + "}");
-        System.exit(n == target ? 0 : 4);
+        // More than the target: a message handed out twice (0.8.2 may repeat a chunk's last message after a
+        // rebalance, see docs/DESIGN.md); the bench reports it. Fewer: the run ended early.
+        System.exit(n >= target ? 0 : 4);
     }
 
     private void drain(KafkaStream<byte[], byte[]> stream) {

@@ -3,9 +3,10 @@
 ZooKeeper: each server's `srvr` answer (`Zookeeper version: 3.9.5-<commit>, built on ...`, `Mode: ...`), so an
 external ensemble records its own version, not the embedded jar's. The broker: an embedded one is Apache Kafka
 at the version of the `kafka_2.13` jar it ran; any broker is also asked, on a plain socket, for ApiVersions
-(v0, which every broker answers) and Metadata (v2, the first with the cluster id), and for its `group.*` settings
-(DescribeConfigs). Nothing is inferred: an external broker's kind and version are unknown unless it says so, and
-it does not (ApiVersions carries only the API ranges), so they are recorded as null next to what it did tell.
+(v0, which every broker answers) and Metadata (v2, the first with the cluster id), and for its classic group
+settings (DescribeConfigs). Nothing is inferred: an external broker's kind and version are unknown unless it
+says so, and it does not (ApiVersions carries only the API ranges), so they are recorded as null next to what it
+did tell.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from zkconsumer.lab.wire.tcp import host_port
 log = logging.getLogger(__name__)
 _TIMEOUT_S = 5.0
 _METADATA_VERSION = 2  # the first Metadata response with cluster_id (KIP-78)
+# The broker settings of the classic group protocol the coordinator design runs on (Kafka 3.9 also reports the
+# new consumer and share group protocols' group.consumer.* and group.share.*, which no lab member uses).
+CLASSIC_GROUP_SETTINGS = ("group.coordinator.rebalance.protocols", "group.initial.rebalance.delay.ms",
+                          "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size")
 
 
 def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
@@ -44,7 +49,7 @@ def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
 
 def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None,
                 version: str | None = None) -> dict[str, Any]:
-    """What the broker at `bootstrap` tells about itself (API ranges, cluster, its `group.*` settings), plus the
+    """What the broker at `bootstrap` tells about itself (API ranges, cluster, its group settings), plus the
     kind and version the lab knows when it started the broker itself."""
     info: dict[str, Any] = {"embedded": embedded, "kind": kind, "version": version, "address": bootstrap}
     try:
@@ -58,7 +63,7 @@ def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None,
 
 
 def group_settings(bootstrap: str, broker_id: str) -> dict[str, str]:
-    """The broker's `group.*` settings as it reports them (DescribeConfigs): what it really runs with, e.g.
+    """The broker's classic group settings as it reports them (DescribeConfigs): what it really runs with, e.g.
     `group.initial.rebalance.delay.ms`, whoever configured it."""
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
@@ -69,7 +74,7 @@ def group_settings(bootstrap: str, broker_id: str) -> dict[str, str]:
     finally:
         admin.close()
     configs = next(iter(found.get("broker", {}).values()), {})
-    return {key: entry["value"] for key, entry in sorted(configs.items()) if key.startswith("group.")}
+    return {key: configs[key]["value"] for key in CLASSIC_GROUP_SETTINGS if key in configs}
 
 
 def ask_broker(bootstrap: str) -> dict[str, Any]:

@@ -131,7 +131,8 @@ def member_of_thread(thread_id: str) -> str:
 
 
 def znode(path: str | None) -> str:
-    """A wire path without the run's chroot: from `/consumers/...` or `/brokers/...` on."""
+    """A wire path from `/consumers/...` or `/brokers/...` on (a member connecting with a chroot, as the lab's
+    members did before they moved to the broker's ZooKeeper root, sends its paths with the chroot in front)."""
     if not path:
         return ""
     for root in ("/consumers/", "/brokers/"):

@@ -21,10 +21,12 @@ class PartitionTopicInfo:
     ``auto.offset.reset`` before its first fetch. Each offset is a single int attribute written by one
     thread at a time, and an attribute store or load is atomic in CPython, so readers on other threads
     always see a whole value without a lock (the role of Kafka's AtomicLong); the iterator writes the
-    consumed offset once per message, where a lock would be measurable.
+    consumed offset once per message, where a lock would be measurable. For the same reason
+    ``consumed_offset`` is a plain attribute rather than a property: the iterator reads and writes it for
+    every message, and a property or method call there costs more than the store itself.
     """
 
-    __slots__ = ("_consumed", "_fetched", "chunk_queue", "client_id", "partition", "topic")
+    __slots__ = ("_fetched", "chunk_queue", "client_id", "consumed_offset", "partition", "topic")
 
     def __init__(self, topic: str, partition: int, chunk_queue: ChunkQueue, consumed_offset: int,
                  fetched_offset: int, *, client_id: str = "") -> None:
@@ -32,15 +34,11 @@ class PartitionTopicInfo:
         self.partition = partition
         self.chunk_queue = chunk_queue
         self.client_id = client_id
-        self._consumed = consumed_offset
+        self.consumed_offset = consumed_offset
         self._fetched = fetched_offset
 
-    @property
-    def consumed_offset(self) -> int:
-        return self._consumed
-
     def set_consumed_offset(self, offset: int) -> None:
-        self._consumed = offset
+        self.consumed_offset = offset
 
     @property
     def fetched_offset(self) -> int:
@@ -55,4 +53,4 @@ class PartitionTopicInfo:
 
     def __repr__(self) -> str:
         return (f"{self.topic}:{self.partition}: fetched offset = {self._fetched}: "
-                f"consumed offset = {self._consumed}")
+                f"consumed offset = {self.consumed_offset}")

@@ -59,6 +59,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         return self
 
     def __next__(self) -> MessageAndMetadata:
+        # Runs once per message, so no Python-level call on the way but the meter flush at a batch's last message
+        # (and the decoders, when given): PartitionTopicInfo.consumed_offset is a plain attribute for this reason.
         while True:
             messages = self._messages
             index = self._index
@@ -70,7 +72,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 if offset < info.consumed_offset:  # type: ignore[union-attr]  # set with _messages
                     self._skipped += 1  # already handed out before a refetch: never twice
                     continue
-                info.set_consumed_offset(offset + 1)  # type: ignore[union-attr]
+                info.consumed_offset = offset + 1  # type: ignore[union-attr]
                 if index + 1 == len(messages):
                     # Mark the batch with its last message, not when the next one is asked for: an application
                     # that has taken everything then sees every message counted.

@@ -29,22 +29,31 @@ class MessageAndMetadata:
     value: Any
 
 
-# Building a frozen dataclass through __init__ costs ~0.9 us (five object.__setattr__ calls); writing the
-# slots through their descriptors costs about half that, and this runs once per consumed record.
+class _Unfrozen:
+    """MessageAndMetadata's slots (same names, same order) without its frozen ``__setattr__``.
+
+    A record becomes a message once per consumed record, so its construction is on the hot path. The frozen
+    dataclass's ``__init__`` costs ~0.9 us (five ``object.__setattr__`` calls) and writing the slots through their
+    descriptors about half that; filling an instance of this class with plain attribute stores (which CPython
+    specializes for slots) and then giving it MessageAndMetadata's class costs about half again. Assigning
+    ``__class__`` is allowed because the two layouts are identical (CPython checks it, and raises if not).
+    """
+
+    __slots__ = MessageAndMetadata.__slots__  # type: ignore[misc]
+
+
 _new = object.__new__
-_set_topic, _set_partition, _set_offset, _set_key, _set_value = (
-    MessageAndMetadata.__dict__[name].__set__ for name in ("topic", "partition", "offset", "key", "value")
-)
 
 
 def make_message(topic: str, partition: int, offset: int, key: Any, value: Any) -> MessageAndMetadata:
-    message = _new(MessageAndMetadata)
-    _set_topic(message, topic)
-    _set_partition(message, partition)
-    _set_offset(message, offset)
-    _set_key(message, key)
-    _set_value(message, value)
-    return message
+    message = _new(_Unfrozen)
+    message.topic = topic
+    message.partition = partition
+    message.offset = offset
+    message.key = key
+    message.value = value
+    message.__class__ = MessageAndMetadata  # type: ignore[assignment]
+    return message  # type: ignore[return-value]
 
 
 # BaseOffset, Length | PartitionLeaderEpoch, Magic, CRC, Attributes, LastOffsetDelta, FirstTimestamp,
@@ -123,27 +132,43 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
+            return _zig_zag(raw), pos
         shift += 7
         if shift > 63:
             raise InvalidMessageError("varint longer than 64 bits")
+
+
+def _zig_zag(raw: int) -> int:
+    return (raw >> 1) ^ -(raw & 1)
+
+
+# _TWO_BYTE_VARINTS[first][second] is the value of the two-byte varint (first >= 0x80, second < 0x80): two list
+# lookups instead of the arithmetic, measured at ~13% fewer instructions per record (Python 3.11, callgrind) for
+# records of about 100 bytes, which have three such varints. Indices 0..127 of the outer list are never used.
+_TWO_BYTE_VARINTS: list[list[int]] = [[] for _ in range(0x80)] + [
+    [_zig_zag((first & 0x7F) | (second << 7)) for second in range(0x80)] for first in range(0x80, 0x100)]
 
 
 def _decode_records(buf: bytes, pos: int, end: int, count: int, base: int, *, topic: str,
                     partition: int) -> list[MessageAndMetadata]:
     # Record: Length varint | Attributes int8 | TimestampDelta varlong | OffsetDelta varint |
     #         KeyLength varint | Key | ValueLength varint | Value | Headers (skipped via Length).
-    # One-byte varints are decoded inline (zig-zag: even byte = non-negative value, 0x01 = -1 = null).
+    # Varints of one and two bytes are decoded inline, longer ones by _read_varint: a function call per field
+    # is most of the cost of a record, and two bytes is the common case for a record's length and its value's
+    # length (64..8191 bytes) and for the offset delta past a batch's 64th record. One-byte forms are read as
+    # the decoder always has (zig-zag: even byte = non-negative value, 0x01 = -1 = null); two-byte ones come
+    # from _TWO_BYTE_VARINTS.
     out: list[MessageAndMetadata] = []
     append = out.append
-    varint = _read_varint
-    new, set_topic, set_partition, set_offset, set_key, set_value = (
-        _new, _set_topic, _set_partition, _set_offset, _set_key, _set_value)
+    varint, two = _read_varint, _TWO_BYTE_VARINTS
+    new, unfrozen, frozen = _new, _Unfrozen, MessageAndMetadata
     try:
         for _ in range(count):
             byte = buf[pos]
             if byte < 0x80:
                 length, pos = byte >> 1, pos + 1
+            elif (high := buf[pos + 1]) < 0x80:
+                length, pos = two[byte][high], pos + 2
             else:
                 length, pos = varint(buf, pos)
             record_end = pos + length
@@ -153,6 +178,8 @@ def _decode_records(buf: bytes, pos: int, end: int, count: int, base: int, *, to
             byte = buf[pos + 1]
             if byte < 0x80:
                 delta, pos = byte >> 1, pos + 2
+            elif (high := buf[pos + 2]) < 0x80:
+                delta, pos = two[byte][high], pos + 3
             else:
                 delta, pos = varint(buf, pos + 1)
             byte = buf[pos]
@@ -161,27 +188,34 @@ def _decode_records(buf: bytes, pos: int, end: int, count: int, base: int, *, to
                 key = None if byte == 1 else buf[pos:pos + (byte >> 1)]
                 pos += byte >> 1
             else:
-                size, pos = varint(buf, pos)
+                if (high := buf[pos + 1]) < 0x80:
+                    size, pos = two[byte][high], pos + 2
+                else:
+                    size, pos = varint(buf, pos)
                 key = buf[pos:pos + size]
                 pos += size
             byte = buf[pos]
             if byte < 0x80:
                 value = None if byte == 1 else buf[pos + 1:pos + 1 + (byte >> 1)]
             else:
-                size, pos = varint(buf, pos)
+                if (high := buf[pos + 1]) < 0x80:
+                    size, pos = two[byte][high], pos + 2
+                else:
+                    size, pos = varint(buf, pos)
                 value = buf[pos:pos + size]
             if record_end > end:
                 raise InvalidMessageError(f"{topic}-{partition}: record at offset {base + delta} overruns its batch")
-            message = new(MessageAndMetadata)
-            set_topic(message, topic)
-            set_partition(message, partition)
-            set_offset(message, base + delta)
-            set_key(message, key)
-            set_value(message, value)
+            message = new(unfrozen)  # see _Unfrozen
+            message.topic = topic
+            message.partition = partition
+            message.offset = base + delta
+            message.key = key
+            message.value = value
+            message.__class__ = frozen
             append(message)
             pos = record_end
     except IndexError:
         raise InvalidMessageError(f"{topic}-{partition}: truncated record in batch at offset {base}") from None
     if pos != end:
         raise InvalidMessageError(f"{topic}-{partition}: {end - pos} stray bytes after the records of batch {base}")
-    return out
+    return out  # type: ignore[return-value]  # every element has MessageAndMetadata's class by now

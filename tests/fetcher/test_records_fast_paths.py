@@ -1,0 +1,81 @@
+"""The decoder's fast paths (fetcher_manager/records.py): inline one- and two-byte varints, the two-byte lookup table,
+messages built through _Unfrozen, and the plain consumed_offset attribute the iterator writes per message."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import struct
+
+import pytest
+from crc32c import crc32c
+from fetch_helpers import record_batch
+from kafka.record import MemoryRecords
+
+from fetcher_manager.chunks import ChunkQueue
+from fetcher_manager.errors import InvalidMessageError
+from fetcher_manager.partition_info import PartitionTopicInfo
+from fetcher_manager.records import (
+    _TWO_BYTE_VARINTS,
+    MessageAndMetadata,
+    _read_varint,
+    iter_message_batches,
+    make_message,
+)
+
+
+def test_two_byte_table_agrees_with_the_general_varint_decoder() -> None:
+    for first in range(0x80, 0x100):
+        for second in range(0x80):
+            assert _TWO_BYTE_VARINTS[first][second] == _read_varint(bytes([first, second]), 0)[0]
+
+
+def _decoded(buf: bytes) -> list[MessageAndMetadata]:
+    return [m for batch in iter_message_batches(buf, len(buf), "t", 1) for m in batch]
+
+
+def test_every_varint_width_decodes_like_kafka_python() -> None:
+    # 8,300 records: offset deltas take one (0..63), two (64..8191) and three bytes (8192..); keys and values cross
+    # the one/two/three-byte length boundaries, and so do the records' own lengths.
+    sizes = [0, 1, 63, 64, 65, 8191, 8192, 9000]
+    records = [(None if i % 97 == 0 else b"k" * sizes[i % len(sizes)] if i % 13 == 0 else b"%d" % i,
+                None if i % 89 == 0 else b"v" * sizes[(i // 7) % len(sizes)] if i % 11 == 0 else b"x" * (i % 120))
+               for i in range(8300)]
+    buf = record_batch(5000, records)
+    ours = [(m.offset, m.key, m.value) for m in _decoded(buf)]
+    batch = MemoryRecords(buf).next_batch()
+    assert ours == [(r.offset, r.key, r.value) for r in batch]
+    assert [offset for offset, _, _ in ours] == list(range(5000, 13300))
+
+
+def test_decoded_messages_are_frozen_message_and_metadata() -> None:
+    [message] = _decoded(record_batch(7, [(b"key", b"value")]))
+    built = MessageAndMetadata("t", 1, 7, b"key", b"value")
+    for candidate in (message, make_message("t", 1, 7, b"key", b"value")):
+        assert type(candidate) is MessageAndMetadata
+        assert candidate == built and hash(candidate) == hash(built)
+        assert repr(candidate) == repr(built)
+        assert dataclasses.asdict(candidate) == dataclasses.asdict(built)
+        assert pickle.loads(pickle.dumps(candidate)) == built
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            candidate.value = b"other"  # type: ignore[misc]
+
+
+def test_a_record_that_overruns_its_batch_is_still_reported() -> None:
+    buf = bytearray(record_batch(0, [(b"k", b"v" * 100)]))
+    # The record's length (a two-byte varint right after the 61-byte header) now claims 4 more bytes than exist.
+    raw = (buf[61] & 0x7F) | (buf[62] << 7)
+    raw += 8  # zig-zag: +4
+    buf[61], buf[62] = (raw & 0x7F) | 0x80, raw >> 7
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))  # a valid CRC over the bad record
+    with pytest.raises(InvalidMessageError, match="overruns its batch"):
+        list(iter_message_batches(bytes(buf), len(buf), "t", 1))
+
+
+def test_consumed_offset_is_a_plain_attribute_kept_in_step_with_its_setter() -> None:
+    info = PartitionTopicInfo("t", 0, ChunkQueue(1), 3, 3)
+    info.consumed_offset = 9
+    assert info.consumed_offset == 9
+    info.set_consumed_offset(11)
+    assert info.consumed_offset == 11
+    assert "consumed offset = 11" in repr(info)

@@ -126,6 +126,7 @@ def summarize(trials: list[Trial]) -> list[dict]:
                     "steady_msg_s": statistics.median(t.steady_rate for t in runs),
                     "steady_msg_s_runs": [round(t.steady_rate) for t in runs],
                     "steady_msg_s_range": (min(t.steady_rate for t in runs), max(t.steady_rate for t in runs)),
+                    "second_half_msg_s": statistics.median(t.second_half_rate for t in runs),
                     "end_to_end_s": statistics.median(t.end_to_end_s for t in runs),
                     "cpu_s": statistics.median(t.cpu_s for t in runs),
                     "steady_cpu_s": statistics.median(t.steady_cpu_s for t in runs),
@@ -136,6 +137,7 @@ def summarize(trials: list[Trial]) -> list[dict]:
         base = next((r for r in out if r["scenario"] == row["scenario"] and r["contender"] == ORIGINAL), None)
         if base is not None:
             row["rate_vs_original"] = row["steady_msg_s"] / base["steady_msg_s"]
+            row["second_half_vs_original"] = row["second_half_msg_s"] / base["second_half_msg_s"]
             row["cpu_vs_original"] = row["cpu_s"] / base["cpu_s"]
             row["steady_cpu_vs_original"] = row["steady_cpu_s"] / base["steady_cpu_s"]
     return out
@@ -144,10 +146,10 @@ def summarize(trials: list[Trial]) -> list[dict]:
 def print_table(rows: list[dict], args: argparse.Namespace, console: Console) -> None:
     table = Table(title=f"consume {args.messages:,} x {args.size} B from {args.partitions} partitions, "
                         f"median of {args.repeat}")
-    for name, justify in (("scenario", "left"), ("consumer", "left"), ("steady msg/s", "right"), ("min-max", "right"),
-                          ("x orig.", "right"), ("end to end s", "right"), ("CPU s", "right"),
-                          ("x orig.", "right"), ("steady CPU s", "right"), ("x orig.", "right"),
-                          ("max RSS MiB", "right"), ("broker CPU s", "right")):
+    left = ("scenario", "consumer")
+    for name in (*left, "steady msg/s", "min-max", "x orig.", "2nd half msg/s", "x orig.", "end to end s", "CPU s",
+                 "x orig.", "steady CPU s", "x orig.", "max RSS MiB", "broker CPU s"):
+        justify = "left" if name in left else "right"
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         def ratio(key: str, row: dict = row) -> str:
@@ -155,6 +157,7 @@ def print_table(rows: list[dict], args: argparse.Namespace, console: Console) ->
         low, high = row["steady_msg_s_range"]
         table.add_row(row["scenario"], row["contender"], f"{row['steady_msg_s']:,.0f}",
                       f"{low / 1000:,.0f}k-{high / 1000:,.0f}k", ratio("rate_vs_original"),
+                      f"{row['second_half_msg_s']:,.0f}", ratio("second_half_vs_original"),
                       f"{row['end_to_end_s']:.2f}", f"{row['cpu_s']:.2f}", ratio("cpu_vs_original"),
                       f"{row['steady_cpu_s']:.2f}", ratio("steady_cpu_vs_original"), f"{row['max_rss_mb']:.0f}",
                       f"{row['broker_cpu_s']:.2f}")
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if unknown := [s for s in args.scenarios if s not in SCENARIOS] + [c for c in args.contenders if c not in IMPLS]:
         parser.error(f"unknown scenario or contender: {unknown}")
-    console = Console(width=None if sys.stdout.isatty() else 180)
+    console = Console(width=None if sys.stdout.isatty() else 200)
     # Neither Ctrl-C nor a SIGTERM to this process reaches the servers or the consumers (their own sessions): both
     # must end in the finally blocks below. SIGINT already raises KeyboardInterrupt; make SIGTERM raise SystemExit.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

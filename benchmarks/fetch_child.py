@@ -70,7 +70,7 @@ class Tally:
         self._count = itertools.count(1)
         self.target = 0
         self.consumed = 0
-        self.first = self.last = self.cpu_first = self.cpu_last = -1.0
+        self.first = self.half = self.last = self.cpu_first = self.cpu_half = self.cpu_last = -1.0
         self.key_bytes = self.value_bytes = 0
         self.done = threading.Event()
         self._lock = threading.Lock()
@@ -78,7 +78,7 @@ class Tally:
     def drain(self, messages: Iterator, stop: Callable[[], bool] = lambda: False) -> None:
         """Consume from one stream until it ends (or `stop`); what an application reads is each key and value.
         A failure ends the process at once, saying why: the bench would otherwise wait for its timeout."""
-        count, target = self._count, self.target
+        count, target, half = self._count, self.target, self.target // 2
         keys = values = 0
         try:
             for message in messages:
@@ -88,6 +88,8 @@ class Tally:
                 n = next(count)
                 if n == 1:
                     self.first, self.cpu_first = time.time(), PROCESS_CLOCK()
+                if n == half:
+                    self.half, self.cpu_half = time.time(), PROCESS_CLOCK()
                 if n == target:
                     self.last, self.cpu_last = time.time(), PROCESS_CLOCK()
                     self.done.set()
@@ -103,7 +105,7 @@ class Tally:
     def result(self, streams: int) -> dict:
         self.consumed = next(self._count) - 1
         return {"event": "result", "messages": self.consumed, "target": self.target, "first": self.first,
-                "last": self.last,
+                "half": self.half, "last": self.last, "cpu_half": self.cpu_half,
                 "cpu_first": self.cpu_first, "cpu_last": self.cpu_last, "cpu_end": PROCESS_CLOCK(),
                 "key_bytes": self.key_bytes, "value_bytes": self.value_bytes, "start": process_start(),
                 "streams": streams}

@@ -87,6 +87,12 @@ class Trial:
         return self.messages / self.steady_s
 
     @property
+    def second_half_rate(self) -> float:
+        """The rate over the second half of each process's messages: the JVM has compiled its hot code by then."""
+        count = sum(p.line["target"] - p.line["target"] // 2 for p in self.processes)
+        return count / (max(p.line["last"] for p in self.processes) - min(p.line["half"] for p in self.processes))
+
+    @property
     def end_to_end_s(self) -> float:
         """From spawning the (first) process to the last message."""
         return max(p.line["last"] for p in self.processes) - min(p.launch for p in self.processes)
@@ -102,7 +108,8 @@ class Trial:
     def as_dict(self) -> dict:
         return {"scenario": self.scenario, "contender": self.contender, "messages": self.messages,
                 "repeated": self.repeated,
-                "steady_msg_s": self.steady_rate, "steady_s": self.steady_s, "end_to_end_s": self.end_to_end_s,
+                "steady_msg_s": self.steady_rate, "steady_s": self.steady_s,
+                "second_half_msg_s": self.second_half_rate, "end_to_end_s": self.end_to_end_s,
                 "cpu_s": self.cpu_s, "steady_cpu_s": self.steady_cpu_s,
                 "max_rss_mb": max(p.max_rss_mb for p in self.processes), "broker_cpu_s": self.broker_cpu_s,
                 "load_1min": self.load_1min,

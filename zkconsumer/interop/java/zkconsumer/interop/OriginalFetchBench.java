@@ -42,8 +42,10 @@ public final class OriginalFetchBench {
     private final CountDownLatch done = new CountDownLatch(1);
     private volatile long target = Long.MAX_VALUE;
     private volatile double firstAt;
+    private volatile double halfAt;
     private volatile double lastAt;
     private volatile double cpuAtFirst;
+    private volatile double cpuAtHalf;
     private volatile double cpuAtLast;
     private volatile long keyBytes;
     private volatile long valueBytes;
@@ -114,8 +116,9 @@ public final class OriginalFetchBench {
             thread.join();
         }
         long n = consumed.get();
-        out.println("{\"event\":\"result\",\"messages\":" + n + ",\"target\":" + target + ",\"first\":" + firstAt + ",\"last\":" + lastAt
-                + ",\"cpu_first\":" + cpuAtFirst + ",\"cpu_last\":" + cpuAtLast + ",\"cpu_end\":" + cpuSeconds()
+        out.println("{\"event\":\"result\",\"messages\":" + n + ",\"target\":" + target + ",\"first\":" + firstAt
+                + ",\"half\":" + halfAt + ",\"last\":" + lastAt + ",\"cpu_first\":" + cpuAtFirst + ",\"cpu_half\":" + cpuAtHalf
+                + ",\"cpu_last\":" + cpuAtLast + ",\"cpu_end\":" + cpuSeconds()
                 + ",\"key_bytes\":" + keyBytes + ",\"value_bytes\":" + valueBytes + ",\"start\":" + processStart()
                 + ",\"streams\":" + list.size() + "}");
         // More than the target: a message handed out twice (0.8.2 may repeat a chunk's last message after a
@@ -139,6 +142,10 @@ public final class OriginalFetchBench {
                 if (n == 1) {
                     firstAt = now();
                     cpuAtFirst = cpuSeconds();
+                }
+                if (n == target / 2) { // the second half runs with the JIT's work mostly done
+                    halfAt = now();
+                    cpuAtHalf = cpuSeconds();
                 }
                 if (n == target) {
                     lastAt = now();

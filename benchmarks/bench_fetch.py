@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     # Neither Ctrl-C nor a SIGTERM to this process reaches the servers or the consumers (their own sessions): both
     # must end in the finally blocks below. SIGINT already raises KeyboardInterrupt; make SIGTERM raise SystemExit.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    command = "benchmarks/bench_fetch.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["benchmarks/bench_fetch.py", *(argv if argv is not None else sys.argv[1:])])
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
         classpath = str(original.build()) if ORIGINAL in args.contenders else ""

@@ -46,7 +46,8 @@ from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.cluster import EmbeddedCluster
-from zkconsumer.embedded.process import java_executable
+from zkconsumer.embedded.process import EmbeddedError, java_executable
+from zkconsumer.errors import UserError
 from zkconsumer.interop import original
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -194,7 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     command = shlex.join(["benchmarks/bench_fetch.py", *(argv if argv is not None else sys.argv[1:])])
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
-        classpath = str(original.build()) if ORIGINAL in args.contenders else ""
+        try:
+            classpath = str(original.build()) if ORIGINAL in args.contenders else ""
+        except EmbeddedError as exc:  # no java or javac, or the sources do not compile: say so in one line
+            sys.exit(f"error: {exc}; --contenders {','.join(c for c in args.contenders if c != ORIGINAL)} runs "
+                     "the others")
         console.print("starting ZooKeeper and Apache Kafka ...")
         cluster = EmbeddedCluster.up(Path(tmp) / "cluster", zk_servers=1, brokers=1)
         try:
@@ -233,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     try:
         main()
+    except UserError as exc:  # no Java, Maven or free port: one line, as the CLI says it
+        sys.exit(f"error: {exc}")
     except KeyboardInterrupt:  # everything is stopped by then; a traceback would only hide that
         print("interrupted: the benchmark's consumers, ZooKeeper and Kafka were stopped", file=sys.stderr)
         sys.exit(130)

@@ -10,6 +10,8 @@ import struct
 import pytest
 from crc32c import crc32c
 from fetch_helpers import record_batch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 
 from fetcher_manager.chunks import ChunkQueue
@@ -46,6 +48,18 @@ def test_every_varint_width_decodes_like_kafka_python() -> None:
     batch = MemoryRecords(buf).next_batch()
     assert ours == [(r.offset, r.key, r.value) for r in batch]
     assert [offset for offset, _, _ in ours] == list(range(5000, 13300))
+
+
+_payload = st.one_of(st.none(), st.binary(max_size=70), st.binary(min_size=8185, max_size=8200))
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(st.tuples(_payload, _payload), min_size=1, max_size=80), base=st.integers(0, 2**40),
+       with_headers=st.booleans())
+def test_any_batch_decodes_like_kafka_python(records: list, base: int, with_headers: bool) -> None:
+    buf = record_batch(base, records, headers=[("h", b"x" * 70)] if with_headers else None)
+    expected = [(r.offset, r.key, r.value) for r in MemoryRecords(buf).next_batch()]
+    assert [(m.offset, m.key, m.value) for m in _decoded(buf)] == expected
 
 
 def test_decoded_messages_are_frozen_message_and_metadata() -> None:

@@ -243,6 +243,7 @@ class _LeaderFinderThread(threading.Thread):
         self._settings = manager._settings
         self._stopping = threading.Event()
         self._wire = manager._wire_factory(manager._settings)
+        self._source_failing = False
 
     def run(self) -> None:
         log.info("[%s] %s starting", self._settings.consumer_id, self.name)
@@ -264,7 +265,16 @@ class _LeaderFinderThread(threading.Thread):
         wanted = self._manager._wait_for_no_leader(self._stopping)
         if self._stopping.is_set() or not wanted:
             return
-        brokers = list(self._manager._broker_source())
+        try:
+            brokers = list(self._manager._broker_source())
+        except Exception as exc:  # the source is the caller's (ZooKeeper's /brokers/ids): its outage is not ours
+            if not self._stopping.is_set():
+                # One line when the source starts failing, not one per backoff: its owner logs the outage itself.
+                log.log(logging.DEBUG if self._source_failing else logging.WARNING,
+                        "[%s] cannot list brokers: %s", self._settings.consumer_id, exc)
+            self._source_failing = True
+            return
+        self._source_failing = False
         if self._stopping.is_set():
             return  # it may have blocked for seconds on ZooKeeper: a finder stopped meanwhile sends nothing
         random.shuffle(brokers)  # as ClientUtils.fetchTopicMetadata: spread the load, no favourite broker

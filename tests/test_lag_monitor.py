@@ -14,6 +14,7 @@ of the last batch instead of its end would show up as a wrong logSize.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,9 +103,18 @@ def run_offset_checker(tmp_path: Path, zookeeper: str, group: str, topic: str) -
     log4j.write_text(_LOG4J)
     argv = [java_executable(), "-Xmx128m", f"-Dlog4j.configuration=file:{log4j}", "-cp", str(classpath),
             "kafka.tools.ConsumerOffsetChecker", "--zookeeper", zookeeper, "--group", group, "--topic", topic]
-    # subprocess.run kills the JVM and waits for it if the timeout expires.
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False,
-                          stdin=subprocess.DEVNULL)
+    # On a timeout, the tool's threads are dumped (jstack) before it is killed, so a hang says where it was.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        stdout, stderr = proc.communicate(timeout=TOOL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        jstack = shutil.which("jstack")
+        dump = subprocess.run([jstack, str(proc.pid)], capture_output=True, text=True, timeout=30,
+                              check=False).stdout if jstack else "(no jstack)"
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"ConsumerOffsetChecker hung; stderr: {stderr[-2000:]}\nthreads:\n{dump}") from None
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     assert done.returncode == 0, done.stderr
     assert "Exception" not in done.stdout + done.stderr, done.stdout + done.stderr
     return table_rows(done.stdout)

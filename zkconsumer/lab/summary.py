@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.lab import identities
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
@@ -46,6 +47,13 @@ class RunSummary:
     kafka_errors: Counter = field(default_factory=Counter)  # "api/ERROR_NAME" of responses with an error code
     stable_s: list[float] = field(default_factory=list)
     first_owned_s: float | None = None
+    joins: int = 0
+    identities: list[identities.Identity] = field(default_factory=list)  # checked where they apply (one join)
+
+    @property
+    def identities_hold(self) -> bool | None:
+        """None where no identity applies to the run."""
+        return all(i.holds for i in self.identities) if self.identities else None
 
     def per_change(self, value: int) -> float | None:
         return value / self.changes if self.changes else None
@@ -75,6 +83,9 @@ def summarize(run_dir: Path) -> RunSummary:
         elif first_join is not None and summary.first_owned_s is None and _owns_something(record):
             summary.first_owned_s = ts - first_join
     summary.rebalances = summary.rebalances if summary.design == "zk" else len(generations)
+    if summary.design == "coordinator" and identities.single_join(summary.joins, summary.changes - summary.joins):
+        summary.identities = identities.coordinator_join(summary.members, dict(summary.kafka_by_api),
+                                                         len(generations))
     return summary
 
 
@@ -83,6 +94,7 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
     match record["type"]:
         case "membership" if record["action"] in ("join", "leave", "kill", "expire", "pause"):
             summary.changes += max(1, len(record.get("members", ())))
+            summary.joins += len(record.get("members", ())) if record["action"] == "join" else 0
         case "stable":
             summary.stable_s.append(record["duration_s"])
         case "member_event" if kind == "rebalance_begin":
@@ -127,7 +139,7 @@ def render(summaries: list[RunSummary]):
 
     table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
     for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "done"):
+                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "identities", "done"):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
@@ -135,9 +147,16 @@ def render(summaries: list[RunSummary]):
             str(s.failures), *(_fmt(s.per_change(v)) if s.design == "zk" else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
             _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.first_owned_s),
-            _fmt(s.time_to_stable),
+            _fmt(s.time_to_stable), _identities(s),
             "yes" if s.completed else "NO")
     return table
+
+
+def _identities(s: RunSummary) -> str:
+    if s.identities_hold is None:
+        return "-"
+    failed = [str(i) for i in s.identities if not i.holds]
+    return f"{len(s.identities)} hold" if not failed else "FAIL " + ", ".join(failed)
 
 
 def median_of(values: list[float]) -> float | None:

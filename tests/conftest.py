@@ -24,7 +24,7 @@ from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
-from zkconsumer.zookeeper import layout
+from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
 logging.getLogger("kazoo").setLevel(logging.WARNING)
@@ -127,6 +127,48 @@ def cluster(zk_connect: str, kafka: KafkaBroker) -> Iterator[TestCluster]:
     zk_client = ZkClient(zk_connect, session_timeout_ms=10000, log_id="test-admin").start()
     yield TestCluster(zk_connect, kafka.bootstrap, Broker(kafka.broker_id, "127.0.0.1", kafka.port), zk_client)
     zk_client.close()
+
+
+class PrivateCluster(TestCluster):
+    """A fresh chroot holding the session broker's registration and topic znodes written by hand, for tests that
+    write /brokers themselves (malformed topic data, a topic named exactly `t`): at the root the broker's controller
+    would act on such writes (it once placed __consumer_offsets on a made-up broker id, and every later coordinator
+    lookup failed). Ownership needs only the ZooKeeper side; fetches of a hand-made topic simply find no data."""
+
+    def create_topic(self, name: str | None = None, partitions: int = 4) -> str:
+        topic = name or unique("topic")
+        replicas = {p: [self.broker.id] for p in range(partitions)}
+        self.zk.create(layout.topic_path(topic), codecs.encode_topic(replicas))
+        for p in replicas:
+            self.zk.set(layout.partition_state_path(topic, p), codecs.encode_partition_state(self.broker.id,
+                                                                                              [self.broker.id]))
+        return topic
+
+
+@pytest.fixture
+def private_cluster(zk_connect: str, kafka: KafkaBroker) -> Iterator[PrivateCluster]:
+    zk_client = ZkClient(zk_connect, session_timeout_ms=10000, log_id="test-admin").start()
+    broker = Broker(kafka.broker_id, "127.0.0.1", kafka.port)
+    zk_client.ensure_path(layout.BROKER_IDS)
+    zk_client.ensure_path(layout.BROKER_TOPICS)
+    zk_client.create(layout.broker_path(broker.id), codecs.encode_broker(broker), ephemeral=True)
+    yield PrivateCluster(zk_connect, kafka.bootstrap, broker, zk_client)
+    zk_client.close()
+
+
+@pytest.fixture
+def private_members(private_cluster):
+    """`members` in a `private_cluster`."""
+    started: list[ZookeeperConsumerConnector] = []
+
+    def start(group: str, consumer: str | None, **overrides) -> ZookeeperConsumerConnector:
+        config = make_config(private_cluster.zookeeper_connect, group, consumer, **overrides)
+        started.append(ZookeeperConsumerConnector(config))
+        return started[-1]
+
+    yield start
+    for connector in started:
+        connector.shutdown()
 
 
 @pytest.fixture

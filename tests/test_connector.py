@@ -18,8 +18,29 @@ from zkconsumer import (
     Whitelist,
     ZookeeperConsumerConnector,
 )
+from zkconsumer.admin import alter_partitions
 from zkconsumer.embedded.process import kill_process
 from zkconsumer.zookeeper.group import read_group_snapshot
+
+
+def ensure_offsets_topic(bootstrap: str, zk) -> None:
+    """Have the broker create __consumer_offsets (a coordinator lookup does) and wait for its znode."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        wait_for(lambda: _coordinator_found(admin), timeout=30, message="a group coordinator")
+    finally:
+        admin.close()
+    wait_for(lambda: zk.exists("/brokers/topics/__consumer_offsets"), message="__consumer_offsets in ZooKeeper")
+
+
+def _coordinator_found(admin) -> bool:
+    try:
+        admin.list_group_offsets(unique("probe"))
+        return True
+    except Exception:
+        return False
 
 
 def converged(zk, group: str, topics: dict[str, int]):
@@ -86,7 +107,7 @@ def test_partitions_added_to_a_topic_trigger_rebalance(cluster, zk, members):
     member = members(group, "m")
     member.create_message_streams({topic: 1})
     wait_for(lambda: len(zk.owners(group)) == 2, message="2 partitions owned")
-    zk.set(f"/brokers/topics/{topic}", b'{"version":1,"partitions":{"0":[111],"1":[111],"2":[111],"3":[111]}}')
+    alter_partitions(cluster.zk, topic, 4, cluster.bootstrap_servers)  # CreatePartitions: the controller writes it
     wait_for(lambda: set(zk.owners(group)) == {(topic, p) for p in range(4)}, message="new partitions owned")
 
 
@@ -94,7 +115,7 @@ def test_wildcard_member_picks_up_created_topics_and_never_internal(cluster, zk,
     prefix = unique("wild").replace("-", "")
     first = cluster.create_topic(f"{prefix}.a", partitions=2)
     cluster.create_topic(f"other{prefix}", partitions=1)
-    zk.create("/brokers/topics/__consumer_offsets", b'{"version":1,"partitions":{"0":[111]}}')
+    ensure_offsets_topic(cluster.bootstrap_servers, zk)  # the real internal topic, made by the broker
     group = unique("g")
     member = members(group, "w")
     member.create_message_streams_by_filter(Whitelist(f"{prefix}\\..*|__consumer_offsets"), 2)
@@ -245,7 +266,8 @@ def test_restart_with_same_consumer_id_waits_for_old_session(cluster, zk, member
         proc.wait(timeout=10)
 
 
-def test_bad_topic_and_offset_data_fail_attempts_with_path_in_log(cluster, zk, members, caplog):
+def test_bad_topic_and_offset_data_fail_attempts_with_path_in_log(private_cluster, zk, private_members, caplog):
+    cluster, members = private_cluster, private_members  # it writes malformed topic data: never at the broker's root
     topic = cluster.create_topic(partitions=2)
     group = unique("g")
     zk.create(f"/consumers/{group}/offsets/{topic}/1", b"not-a-number")
@@ -264,7 +286,8 @@ def test_bad_topic_and_offset_data_fail_attempts_with_path_in_log(cluster, zk, m
     assert "partition keys must be integers" in caplog.text
 
 
-def test_roundrobin_members_give_rr1_owner_values(cluster, zk, members):
+def test_roundrobin_members_give_rr1_owner_values(private_cluster, zk, private_members):
+    members = private_members
     group = "g"
     # RR1's order comes from hashing "[t,0]".., so the topic must be literally "t"; the test's chroot keeps
     # that name private (ownership needs only the ZooKeeper side of the topic).

@@ -83,8 +83,12 @@ def test_a_consumer_whose_zookeeper_disappears_logs_each_change_once_and_exits_o
         consumer.wait(timeout=REQUEST_TIMEOUT_S - 2)  # it does not wait out a request timeout to commit
         lines = err.read_text().splitlines()
         assert "Traceback" not in err.read_text()
-        assert [line.split(": ", 1)[-1].split(": ", 1)[-1][:40] for line in lines[:-1]] == [
-            "connection to ZooKeeper lost; keeping it", "ZooKeeper unreachable at shutdown; not c"], lines
+        # One line per state change, and no line repeated on a timer: besides the loss and the skipped final
+        # commit, a component that found ZooKeeper gone (the leader finder, a watch) may say so once.
+        messages = [line.split(" ", 2)[-1] for line in lines[:-1]]
+        assert sum("connection to ZooKeeper lost" in m for m in messages) == 1, lines
+        assert sum("ZooKeeper unreachable at shutdown; not committed" in m for m in messages) == 1, lines
+        assert len(messages) == len(set(messages)) <= 5, lines
         assert lines[-1].startswith("Processed a total of")
     finally:
         if consumer is not None and consumer.poll() is None:

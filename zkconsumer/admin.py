@@ -77,6 +77,23 @@ def _admin(bootstrap: str):  # -> KafkaAdminClient; kafka-python is imported onl
         raise AdminError(f"cannot reach a broker at {bootstrap} ({exc}): check --bootstrap") from None
 
 
+def _with_admin(zk: ZkClient, bootstrap: str | None, request, what: str) -> None:
+    """Run `request(admin)` against the brokers; a refusal becomes one AdminError line. TopicAlreadyExistsError
+    passes through, for `create_topic` to word."""
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    bootstrap = bootstrap or bootstrap_from_zookeeper(zk)
+    admin = _admin(bootstrap)
+    try:
+        request(admin)
+    except TopicAlreadyExistsError:
+        raise
+    except KafkaError as exc:
+        raise AdminError(f"the broker at {bootstrap} refused to {what}: {exc}") from None
+    finally:
+        admin.close()
+
+
 def _check_name(topic: str) -> None:
     if not topic or any(not (c.isalnum() or c in "._-") for c in topic) or topic in (".", ".."):
         raise AdminError(f"invalid topic name {topic!r}: use letters, digits, '.', '_' and '-'")
@@ -102,19 +119,14 @@ def create_topic(zk: ZkClient, topic: str, partitions: int, bootstrap: str | Non
         raise AdminError(f"--partitions must be at least 1, got {partitions}")
     _check_name(topic)
     from kafka.admin import NewTopic
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
+    from kafka.errors import TopicAlreadyExistsError
 
-    bootstrap = bootstrap or bootstrap_from_zookeeper(zk)
-    admin = _admin(bootstrap)
     try:
-        admin.create_topics([NewTopic(topic, partitions, replication_factor)])
+        _with_admin(zk, bootstrap, lambda admin: admin.create_topics([NewTopic(topic, partitions, replication_factor)]),
+                    f"create {topic!r}")
     except TopicAlreadyExistsError:
         raise TopicExistsError(f"topic {topic!r} already exists: use `zkconsumer topic alter` to add "
                                "partitions") from None
-    except KafkaError as exc:
-        raise AdminError(f"the broker at {bootstrap} refused to create {topic!r}: {exc}") from None
-    finally:
-        admin.close()
     _wait_partitions(zk, topic, partitions)
     log.info("created topic %s with %d partitions", topic, partitions)
 
@@ -129,16 +141,9 @@ def alter_partitions(zk: ZkClient, topic: str, total: int, bootstrap: str | None
         raise AdminError(f"topic {topic!r} has {current} partitions; --partitions must be more (Kafka never "
                          "removes partitions)")
     from kafka.admin import NewPartitions
-    from kafka.errors import KafkaError
 
-    bootstrap = bootstrap or bootstrap_from_zookeeper(zk)
-    admin = _admin(bootstrap)
-    try:
-        admin.create_partitions({topic: NewPartitions(total_count=total)})
-    except KafkaError as exc:
-        raise AdminError(f"the broker at {bootstrap} refused to grow {topic!r} to {total} partitions: {exc}") from None
-    finally:
-        admin.close()
+    _with_admin(zk, bootstrap, lambda admin: admin.create_partitions({topic: NewPartitions(total_count=total)}),
+                f"grow {topic!r} to {total} partitions")
     _wait_partitions(zk, topic, total)
     log.info("topic %s now has %d partitions", topic, total)
 

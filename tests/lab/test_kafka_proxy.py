@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
+from zkconsumer.lab.server_info import read_exactly
 from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord
 
 GROUP_TIMING = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
@@ -47,18 +48,8 @@ def raw_request(sock: socket.socket, request, correlation_id: int, client_id: st
     """Send one request at the version of `request` and return the response payload (after the size)."""
     request.with_header(correlation_id=correlation_id, client_id=client_id)
     sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-    return _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the proxy")
-        data += chunk
-    return data
+    size = struct.unpack(">i", read_exactly(sock, 4))[0]
+    return read_exactly(sock, size)
 
 
 def test_headers_of_several_api_versions_from_real_clients(proxy: KafkaProxy) -> None:
@@ -147,7 +138,7 @@ def test_links_keyed_by_client_id_delay_reset_and_blackhole(proxy: KafkaProxy) -
         sock.settimeout(10)
         proxy.restore("dark")  # the request was lost mid-stream: the connection cannot resume, it is reset
         with pytest.raises(ConnectionError):
-            _read_exactly(sock, 4)
+            read_exactly(sock, 4)
     (lost,) = find(proxy, kind="request", link="dark", dropped=True)
     assert lost.correlation_id == 2
     assert proxy.counters("dark")["dropped"] == {"request": 1}

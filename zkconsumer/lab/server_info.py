@@ -118,7 +118,7 @@ def wait_group_coordinator(bootstrap: str, timeout: float = 60.0) -> None:
 def _call(sock: socket.socket, request: Any, correlation_id: int) -> dict[str, Any]:
     request.with_header(correlation_id=correlation_id, client_id="lab-server-info")
     sock.sendall(request.encode(header=True, framed=True))
-    payload = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+    payload = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
     if struct.unpack_from(">i", payload)[0] != correlation_id:
         raise ValueError("a response to another request")
     cls = kafka_codec.response_class(request.API_KEY, request.API_VERSION)
@@ -127,7 +127,8 @@ def _call(sock: socket.socket, request: Any, correlation_id: int) -> dict[str, A
     return cls.decode(payload[4:], version=request.API_VERSION).to_dict(json=False)
 
 
-def _read(sock: socket.socket, size: int) -> bytes:
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from `sock`; ConnectionError if the peer closes first."""
     data = b""
     while len(data) < size:
         chunk = sock.recv(size - len(data))

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from zkconsumer.lab.designs import DESIGNS
 from zkconsumer.lab.scenario_model import (
     ACTIONS,
-    DESIGNS,
     MEMBER_ACTIONS,
     SWEEP_AXES,
     Case,

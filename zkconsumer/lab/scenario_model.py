@@ -23,8 +23,8 @@ from pydantic import (
 )
 
 from zkconsumer.config import ConsumerConfig
+from zkconsumer.lab.designs import DEFAULT_DESIGNS
 
-DESIGNS = ("zk", "coordinator")
 SELECTOR_KEYWORDS = ("newest", "oldest", "random", "all")
 _RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -261,7 +261,8 @@ class Scenario(_Model):
 
     name: Annotated[str, AfterValidator(_slug)]
     description: str = Field(min_length=1)
-    designs: list[Literal["zk", "coordinator"]] = Field(default_factory=lambda: list(DESIGNS), min_length=1)
+    designs: list[Literal["zk", "original", "coordinator"]] = Field(default_factory=lambda: list(DEFAULT_DESIGNS),
+                                                                   min_length=1)
     duration: float = Field(gt=0, le=3600, description="seconds observed after t=0")
     repeats: int = Field(1, ge=1, le=100)
     seed: int = Field(0, ge=0)

@@ -8,7 +8,7 @@ A run directory (one case of a scenario on one design):
     logs/*.log             people's logs of every process the run started
 
 Every trace record is a JSON object with `v` (SCHEMA_VERSION), `type` (one of RECORD_TYPES), `ts` (wall-clock
-seconds, `time.time()`, comparable across the run's processes) and `design` ("zk" or "coordinator"); the
+seconds, `time.time()`, comparable across the run's processes) and `design` (one of `designs.DESIGNS`); the
 other fields depend on the type and are listed in RECORD_TYPES and in docs/traces.md. Readers must ignore
 fields they do not know; a new field does not change the version, a changed meaning does.
 """
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.event_log import JsonLinesWriter, read_json_lines
+from zkconsumer.lab.designs import DESIGNS
 
 SCHEMA_VERSION = 1
-DESIGNS = ("zk", "coordinator")
 
 # type -> required fields beyond v/type/ts/design (docs/traces.md has the meaning of each)
 RECORD_TYPES: dict[str, tuple[str, ...]] = {

@@ -19,7 +19,8 @@ def test_spark_submit_runs_the_job(hand_runs, tmp_path: Path) -> None:
     out = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
     # spark-submit starts the driver with `python3` from PATH unless told: use this interpreter (it has the deps)
-    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    # and spark-submit starts its JVM before the job runs: only the environment binds that one to loopback
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     proc = subprocess.run(
         [str(SPARK_SUBMIT), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
          "zkconsumer/lab/analysis/job.py", str(hand_runs.zk.path), str(hand_runs.coordinator.path), "--out", str(out)],

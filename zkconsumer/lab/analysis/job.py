@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zkconsumer.lab.analysis import predictions as sim
+from zkconsumer.lab.analysis.local_spark import bind_loopback
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
 from zkconsumer.lab.analysis.report import ReportData, Timeline, render
@@ -60,8 +61,9 @@ def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_ME
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = (SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2"))
+    builder = bind_loopback(SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
+                            .config("spark.ui.showConsoleProgress", "false")
+                            .config("spark.sql.shuffle.partitions", "2"))
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         # The JVM is started here, so its heap can still be chosen: the parsed lines are cached in it, and with
         # Spark's default of 1 GiB a million of them leave the collector busy (spark-submit users pass their own).

@@ -130,11 +130,13 @@ def local_session(cores: int = 2, *, reuse_workers: bool = True) -> SparkSession
     worker process, so a row's `peak_rss_mb` is that task's own peak."""
     from pyspark.sql import SparkSession
 
+    from zkconsumer.lab.analysis.local_spark import bind_loopback  # nothing of Spark listens beyond loopback
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read once, when the context starts
-    session = (SparkSession.builder.master(f"local[{cores}]").appName("zkconsumer-sim")
-               .config("spark.python.worker.reuse", str(reuse_workers).lower())
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", str(cores)).getOrCreate())
+    session = bind_loopback(SparkSession.builder.master(f"local[{cores}]").appName("zkconsumer-sim")
+                            .config("spark.python.worker.reuse", str(reuse_workers).lower())
+                            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                            .config("spark.sql.shuffle.partitions", str(cores))).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 

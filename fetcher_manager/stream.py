@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from operator import length_hint
 from typing import Any
 
 from fetcher_manager.chunks import SHUTDOWN_COMMAND, ChunkQueue, FetchedDataChunk
@@ -26,6 +27,10 @@ Decoder = Callable[[bytes | None], Any]
 _READY, _DONE, _FAILED = "ready", "done", "failed"
 
 
+def _exhausted() -> MessageAndMetadata:
+    raise StopIteration
+
+
 class ConsumerIterator(Iterator[MessageAndMetadata]):
     """Blocks on the chunk queue and hands out messages one by one (Kafka 0.8's ``ConsumerIterator``).
 
@@ -33,6 +38,12 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
     With ``consumer_timeout_ms >= 0`` an empty wait raises ``ConsumerTimeoutError`` and the iterator stays
     usable; the shutdown sentinel ends iteration for good; a size or CRC error fails it for good.
     Records are decoded one batch at a time on this (the application's) thread, as in Kafka.
+
+    Per message, ``__next__`` takes the next one from a list iterator over the current batch *minus its last
+    message* (``_pending``, C code), checks and moves the consumed offset, and returns it: no other Python call and
+    no index kept in Python. Everything else goes through ``_next_slow``: a batch's last message (so the meters are
+    marked with it), messages below the consumed offset (a refetch: never handed out twice), decoders, loading the
+    next batch or chunk, timeouts, the shutdown sentinel and failures.
     """
 
     def __init__(self, chunk_queue: ChunkQueue, consumer_timeout_ms: int, client_id: str = "",
@@ -50,43 +61,67 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._failure: BaseException | None = None
         self._info: PartitionTopicInfo | None = None
         self._batches: Iterator[list[MessageAndMetadata]] | None = None
-        self._messages: Sequence[MessageAndMetadata] = ()
-        self._index = 0
+        # The current batch: an iterator over its messages but the last (all of them with decoders), its bound
+        # __next__ (the fast path; _exhausted when everything goes through _next_slow), and the last message.
+        self._rest: Iterator[MessageAndMetadata] = iter(())
+        self._pending: Callable[[], MessageAndMetadata] = _exhausted
+        self._last: MessageAndMetadata | None = None
+        self._batch_size = 0
         self._skipped = 0  # messages of the current batch passed over (below the consumed offset)
-        self._metered_to = 0  # messages of the current batch before this index are already in the meters
+        self._metered = 0  # messages of the current batch already in the meters
 
     def __iter__(self) -> ConsumerIterator:
         return self
 
     def __next__(self) -> MessageAndMetadata:
-        # Runs once per message, so no Python-level call on the way but the meter flush at a batch's last message
-        # (and the decoders, when given): PartitionTopicInfo.consumed_offset is a plain attribute for this reason.
+        try:
+            message = self._pending()
+        except StopIteration:
+            return self._next_slow(0)
+        info = self._info
+        offset = message.offset
+        if offset < info.consumed_offset:  # type: ignore[union-attr]  # set with the batch
+            return self._next_slow(1)
+        info.consumed_offset = offset + 1  # type: ignore[union-attr]
+        return message
+
+    def _next_slow(self, skipped: int) -> MessageAndMetadata:
+        """The next message when the fast path has none to give (``skipped``: 1 if it took one below the consumed
+        offset, which is passed over: handed out before a refetch, and never twice)."""
+        self._skipped += skipped
         while True:
-            messages = self._messages
-            index = self._index
-            if index < len(messages):
-                message = messages[index]
-                self._index = index + 1
-                info = self._info
-                offset = message.offset
-                if offset < info.consumed_offset:  # type: ignore[union-attr]  # set with _messages
-                    self._skipped += 1  # already handed out before a refetch: never twice
-                    continue
-                info.consumed_offset = offset + 1  # type: ignore[union-attr]
-                if index + 1 == len(messages):
-                    # Mark the batch with its last message, not when the next one is asked for: an application
-                    # that has taken everything then sees every message counted.
-                    self._flush_meters()
-                return self._decode(message) if self._decoding else message
-            self._advance()
+            message = next(self._rest, None)
+            if message is None and self._last is not None:
+                message, self._last = self._last, None
+            if message is None:
+                self._advance()
+                continue
+            info = self._info
+            offset = message.offset
+            if offset < info.consumed_offset:  # type: ignore[union-attr]
+                self._skipped += 1
+                continue
+            info.consumed_offset = offset + 1  # type: ignore[union-attr]
+            if self._last is None and length_hint(self._rest) == 0:
+                # Mark the batch with its last message, not when the next one is asked for: an application
+                # that has taken everything then sees every message counted.
+                self._flush_meters()
+            return self._decode(message) if self._decoding else message
 
     def clear_current_chunk(self) -> None:
         """Forget the chunk being iterated (rebalance: its partition may now belong to someone else)."""
         log.info("[%s] clearing the current data chunk of this consumer iterator", self._client_id)
         self._flush_meters()
         self._batches = None
-        self._messages = ()
-        self._index = self._metered_to = 0
+        self._set_batch([])
+
+    def _set_batch(self, batch: list[MessageAndMetadata]) -> None:
+        if self._decoding or not batch:
+            self._rest, self._pending, self._last = iter(batch), _exhausted, None
+        else:
+            self._rest = iter(batch[:-1])
+            self._pending, self._last = self._rest.__next__, batch[-1]
+        self._batch_size, self._skipped, self._metered = len(batch), 0, 0
 
     def _advance(self) -> None:
         """Load the next batch of the current chunk, or the next chunk; raises when there is none."""
@@ -95,7 +130,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 raise StopIteration
             raise IteratorFailedError(f"[{self._client_id}] iterator failed earlier: {self._failure!r}")
         self._flush_meters()
-        self._messages, self._index, self._metered_to = (), 0, 0
+        self._set_batch([])
         if self._batches is not None:
             try:
                 batch = next(self._batches, None)
@@ -103,7 +138,7 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 self._fail(exc)
                 raise
             if batch is not None:
-                self._messages = batch
+                self._set_batch(batch)
                 return
             self._batches = None
         chunk = self._queue.take(self._timeout_s)
@@ -131,7 +166,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
 
     def _fail(self, error: BaseException) -> None:
         self._state, self._failure = _FAILED, error
-        self._batches, self._messages = None, ()
+        self._batches = None
+        self._set_batch([])
 
     def _decode(self, message: MessageAndMetadata) -> MessageAndMetadata:
         # Decoders run per handed-out message, after the consumed offset moved: a decoder error surfaces for
@@ -146,9 +182,11 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         return make_message(message.topic, message.partition, message.offset, key, value)
 
     def _flush_meters(self) -> None:
-        # MessagesPerSec is marked once per batch (not per message as in Kafka) to keep the hot path lean.
-        handed = self._index - self._metered_to - self._skipped
-        self._metered_to, self._skipped = self._index, 0
+        # MessagesPerSec is marked once per batch (not per message as in Kafka) to keep the hot path lean. What the
+        # current batch has handed out: its size less what is still to come, what was skipped and what is marked.
+        remaining = length_hint(self._rest) + (self._last is not None)
+        handed = self._batch_size - remaining - self._skipped - self._metered
+        self._metered += handed
         if self._metrics is None or handed <= 0 or self._info is None:
             return
         topic = self._info.topic

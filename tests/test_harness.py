@@ -47,11 +47,16 @@ def test_follower_client_keeps_session_when_leader_is_killed(ensemble):
         path = f"/{unique('eph')}"
         probe.create(path, b"x", ephemeral=True)
         session = probe.client.client_id[0]
+        states: list[KazooState] = []
+        probe.client.add_listener(states.append)
         kill_process(leader.process)
         others = [n for n in ensemble.nodes if n is not leader]
         wait_for(lambda: any(n.mode() == "leader" for n in others), timeout=30, message="a new leader")
         wait_for(lambda: probe.client.state == KazooState.CONNECTED and probe.exists(path), timeout=30,
                  message="the client back on the surviving quorum")
+        # The follower left the quorum with its leader (it drops its clients while electing), so the client
+        # really was disconnected and reconnected: the session survived a disconnect, not a non-event.
+        assert KazooState.SUSPENDED in states, f"the client never saw a disconnect: {states}"
         assert probe.client.client_id[0] == session
         assert probe.stat(path).ephemeralOwner == session
     finally:

@@ -40,6 +40,8 @@ PYTHON = sys.executable  # the interpreter member processes run on (a test may p
 
 
 class _ProcessMember:
+    is_process = True  # kill -9, pause and resume act on its own process
+
     def __init__(self, settings: ZkMemberSettings, log_path: Path) -> None:
         self.settings = settings
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in close()
@@ -62,6 +64,11 @@ class _ProcessMember:
             self.proc.kill()
         self.proc.wait(_STOP_S)
         self.log_file.close()
+
+    def error(self) -> str | None:
+        if self.proc.poll() is None:
+            return None
+        return f"exited with code {self.proc.returncode}: see {self.log_file.name}"
 
 
 class _MemberHost:
@@ -151,6 +158,8 @@ class _MemberHost:
 class _ThreadMember:
     """A rebalance-only member on a member host."""
 
+    is_process = False
+
     def __init__(self, host: _MemberHost, settings: ZkMemberSettings) -> None:
         self.host = host
         self.name = settings.name
@@ -178,12 +187,12 @@ class ZkDriver:
             raise ValueError(f"process_mode must be 'processes' or 'threads', not {process_mode!r}")
         self.process_mode = process_mode
         self.env: LabEnvironment | None = None
-        self._members: dict[str, _ProcessMember | _ThreadMember] = {}
+        self._members: dict[str, Any] = {}  # _ProcessMember | _ThreadMember, or the original design's
         self._paused: set[str] = set()
         self._tails: dict[str, TraceTail] = {}
         self._state: dict[str, dict[str, Any]] = {}  # member -> latest state, session, counts
         self._observer: ZkClient | None = None
-        self._hosts: list[_MemberHost] = []
+        self._hosts: list[Any] = []  # _MemberHost, or the original's JVM hosts
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -214,10 +223,7 @@ class ZkDriver:
             old_tail.close()
         if old is not None:
             old.stop(graceful=False)
-        if self.process_mode == "processes":
-            member: _ProcessMember | _ThreadMember = _ProcessMember(settings, env.run.log_path(name))
-        else:
-            member = _ThreadMember(self._host_for(), settings)
+        member = self._new_member(settings)
         with self._lock:
             self._members[name] = member
 
@@ -228,7 +234,7 @@ class ZkDriver:
 
     def kill(self, name: str) -> None:
         member = self._pop(name)
-        if isinstance(member, _ProcessMember):
+        if member is not None and member.is_process:
             member.stop(graceful=False)
         elif member is not None:
             raise ValueError(f"member {name} is a thread: kill -9 needs process members")
@@ -262,7 +268,7 @@ class ZkDriver:
             tails, self._tails = dict(self._tails), {}
         # Process members each stop on their own; thread members all at once with their host.
         stoppers = [threading.Thread(target=m.stop, name=f"lab-stop-{n}", daemon=True)
-                    for n, m in members.items() if isinstance(m, _ProcessMember)]
+                    for n, m in members.items() if m.is_process]
         stoppers += [threading.Thread(target=h.stop, name=f"lab-stop-{h.name}", daemon=True) for h in hosts]
         for thread in stoppers:
             thread.start()
@@ -283,9 +289,7 @@ class ZkDriver:
         with self._lock:
             members = dict(self._members)
         for name, member in members.items():
-            if isinstance(member, _ProcessMember) and member.proc.poll() is not None:
-                found[name] = f"exited with code {member.proc.returncode}: see {member.log_file.name}"
-            elif isinstance(member, _ThreadMember) and (error := member.error()) is not None:
+            if (error := member.error()) is not None:
                 found[name] = error
         return found
 
@@ -357,26 +361,35 @@ class ZkDriver:
             raise RuntimeError("ZkDriver.start(env) first")
         return self.env
 
-    def _host_for(self) -> _MemberHost:
+    def _new_member(self, settings: ZkMemberSettings) -> Any:
+        """A started member: its own process, or a thread of a member host. The original design's driver
+        overrides this and `_new_host` (zkconsumer/lab/original_driver.py); everything else is shared."""
+        if self.process_mode == "processes":
+            return _ProcessMember(settings, self._env().run.log_path(settings.name))
+        return _ThreadMember(self._host_for(), settings)
+
+    def _new_host(self, name: str) -> Any:
+        return _MemberHost(name, self._env().run.log_path(name))
+
+    def _host_for(self) -> Any:
         """The least loaded member host with room, or a new one."""
         with self._lock:
             hosts = [h for h in self._hosts if h.exit_code() is None and len(h.members) < MEMBERS_PER_HOST]
             if hosts:
                 return min(hosts, key=lambda h: len(h.members))
-            name = f"host{len(self._hosts)}"
-            host = _MemberHost(name, self._env().run.log_path(name))
+            host = self._new_host(f"host{len(self._hosts)}")
             self._hosts.append(host)
             return host
 
-    def _pop(self, name: str) -> _ProcessMember | _ThreadMember | None:
+    def _pop(self, name: str) -> Any:
         with self._lock:
             self._paused.discard(name)
             return self._members.pop(name, None)
 
-    def _process(self, name: str) -> _ProcessMember:
+    def _process(self, name: str) -> Any:
         with self._lock:
             member = self._members.get(name)
-        if not isinstance(member, _ProcessMember):
+        if member is None or not member.is_process:
             raise ValueError(f"member {name} is not a running process: pause/resume need process members")
         return member
 

@@ -14,15 +14,19 @@ import math
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zkconsumer.lab.analysis import owner_nodes as wire
 from zkconsumer.lab.analysis.fit import fit_from_sums
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change
+from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
 
 COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"
 # The growth curves: per design, the metric that plays "requests per change" and "notifications per change".
+# Every ZooKeeper design (designs.py) is the same protocol, so the original's curves are ours.
+_ZK_FIT = ("zk_requests_per_change", "zk_notifications_per_change")
 FIT_METRICS = {
-    "zk": ("zk_requests_per_change", "zk_notifications_per_change"),
+    **{design: _ZK_FIT for design in ZOOKEEPER_DESIGNS},
     "coordinator": ("kafka_coordination_per_change", "rebalance_notices_per_change"),
 }
 
@@ -69,10 +73,12 @@ def wire_per_run(counts: DataFrame) -> DataFrame:
 
 
 def rebalance_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
-    """Per run, change and member: the split-brain symptoms members report about themselves."""
+    """Per run, change and member: the split-brain symptoms members report about themselves, and (ZooKeeper
+    designs) the owner-node claims ZooKeeper refused, from the wire (`owner_conflicts`, owner_nodes.py)."""
     kind = F.col("kind")
-    events = (records.filter(F.col("type").isin("member_event", "generation"))
-              .select("run_id", "design", "ts", "member", "type", "kind", "result", "generation"))
+    events = (records.filter(F.col("type").isin("member_event", "generation") | wire.conflicted())
+              .select("run_id", "design", "ts", F.coalesce("member", "link").alias("member"), "type", "kind",
+                      "result", "generation", wire.conflicted().alias("refused")))
     attempt_end = kind == "attempt_end"
 
     def n(condition: Column) -> Column:
@@ -85,6 +91,7 @@ def rebalance_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
                  n(attempt_end & ~F.coalesce(F.col("result"), F.lit("")).isin("ok", "no_brokers"))
                  .alias("failed_attempts"),
                  n(attempt_end & (F.col("result") == "conflict")).alias("conflicts"),
+                 n(F.col("refused")).alias("owner_conflicts"),
                  n(kind == "rebalance_failed").alias("rebalance_failures"),
                  n(kind == "session_expired").alias("session_expiries"),
                  n(generation & (kind == "assigned")).alias("assignments"),
@@ -101,7 +108,9 @@ def rebalance_totals(counts: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     return (inside.groupBy(*keys).agg(
         F.when(F.first("design") == "coordinator", generations).otherwise(F.sum("rebalances")).alias("rebalances"),
         *[F.sum(c).alias(c) for c in ("attempts", "failed_attempts", "conflicts", "rebalance_failures",
-                                      "session_expiries", "revocations", "losses")]))
+                                      "session_expiries", "revocations", "losses")],
+        # a ZooKeeper-protocol count: it does not apply to the coordinator design (null there, not 0)
+        F.when(F.first("design").isin(*ZOOKEEPER_DESIGNS), F.sum("owner_conflicts")).alias("owner_conflicts")))
 
 
 def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:

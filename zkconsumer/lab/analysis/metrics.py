@@ -15,6 +15,7 @@ from zkconsumer.lab.analysis.herd import (
     wire_per_change,
     wire_per_run,
 )
+from zkconsumer.lab.analysis.owner_nodes import blank_unreported, zookeeper_design
 from zkconsumer.lab.analysis.ownership import (
     intervals,
     overlaps,
@@ -74,10 +75,10 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         F.count("pause_s").alias("pauses"), F.max("pause_s").alias("max_pause_s"),
         F.median("pause_s").alias("median_pause_s"))
     info = runs.select("run_id", "scenario", "case", "process_mode", "members")
-    per_change = keep(combine(
+    per_change = keep(_unreported(combine(
         by_change, changes.join(F.broadcast(info), "run_id", "left"), wire_per_change(counts),
         rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change)
-        .fillna(0, subset=[*PER_CHANGE, "overlaps", "overlap_s", "pauses"]))
+        .fillna(0, subset=[*PER_CHANGE, "overlaps", "overlap_s", "pauses"])))
     per_run = keep(_runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors))
     return {
         "runs": per_run,
@@ -92,6 +93,13 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         "delivery_gaps": gaps,
         "trace_errors": trace_errors,
     }, cached
+
+
+def _unreported(df: DataFrame) -> DataFrame:
+    """Null where a count does not apply or the design's members do not report it: `owner_conflicts` outside
+    the ZooKeeper designs, and owner_nodes.NOT_REPORTED (the original's members write fewer events)."""
+    df = df.withColumn("owner_conflicts", F.when(zookeeper_design(), F.coalesce("owner_conflicts", F.lit(0))))
+    return blank_unreported(df, df.columns)
 
 
 def _runs(runs: DataFrame, bounds: DataFrame, counts: DataFrame, rebalances: DataFrame, ov: DataFrame,
@@ -115,7 +123,8 @@ def _runs(runs: DataFrame, bounds: DataFrame, counts: DataFrame, rebalances: Dat
                      ov_run, stw_run, own_run, delivery_run, errors_run).fillna(
         0, subset=["changes", "membership_records", *PER_CHANGE, "overlaps", "overlap_s", "trace_lines", "bad_lines",
                    "rebalances", "attempts", "failed_attempts", "conflicts", "rebalance_failures",
-                   "session_expiries", "revocations", "losses", "stable_records"])
+                   "session_expiries", "revocations", "losses", "stable_records", "owner_conflicts"])
+    joined = _unreported(joined)
     per_change = [F.when(F.col("changes") > 0, F.col(c) / F.col("changes")).alias(f"{c}_per_change")
                   for c in PER_CHANGE]
     return joined.select("*", *per_change)

@@ -6,7 +6,10 @@ An interval is one member fetching one partition, from the event that started it
   A session expiry does not stop this connector's fetchers (they run until the next rebalance stops them), so it
   does not end an interval: it marks it, from the expiry on, as fetching without a registration (`stale_since`).
 * Coordinator design: a generation's `assigned` partitions to their `revoked` or `lost`.
-* Either design: a `kill` membership record ends everything the killed member had (a killed process says
+* The original 0.8.2.2 consumer (it reports no per-partition events, owner_nodes.py): its owner node, created
+  to deleted as the ZooKeeper proxy saw it on the member's link; a `closeSession` of the member or an `expire`
+  of its session (ZooKeeper deletes its ephemeral nodes then) also ends it. `basis` says which kind a row is.
+* Every design: a `kill` membership record ends everything the killed member had (a killed process says
   nothing); an interval still open at the run's last record ends there (`end_reason` "trace end").
 
 From the intervals: overlaps between different members on one partition (split brain), the union of coverage
@@ -19,6 +22,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from zkconsumer.lab.analysis import owner_nodes as wire
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import WINDOWS_SCHEMA, attach_change
 
@@ -40,17 +44,31 @@ def ownership_events(records: DataFrame) -> DataFrame:
                      F.lit("fetchers_stopped"))
     assigned = events(gen & (kind == "assigned"), F.from_json("partitions", PARTITION_LIST), START, F.lit("assigned"))
     revoked = events(gen & kind.isin("revoked", "lost"), F.from_json("partitions", PARTITION_LIST), END, kind)
-    owned = started.unionByName(stopped).unionByName(assigned).unionByName(revoked)
-    kills = (records.filter((F.col("type") == "membership") & (F.col("action") == "kill"))
-             .select("run_id", F.explode("members").alias("member"), F.col("ts").alias("kill_ts")))
-    killed = (owned.select("run_id", "design", "member", "tp").distinct().join(F.broadcast(kills), ["run_id", "member"])
-              .select("run_id", "design", "member", F.col("kill_ts").alias("ts"), "tp", F.lit(END).alias("ev"),
-                      F.lit("killed").alias("reason")))
-    return owned.unionByName(killed)
+    nodes = (records.filter(wire.from_wire() & (wire.claimed() | wire.deleted()))
+             .select("run_id", "design", F.col("link").alias("member"), "ts", wire.owner_tp().alias("tp"),
+                     F.when(wire.claimed(), START).otherwise(END).alias("ev"),
+                     F.when(wire.claimed(), "owner created").otherwise("owner deleted").alias("reason")))
+    owned = started.unionByName(stopped).unionByName(assigned).unionByName(revoked).unionByName(nodes)
+    membership = F.col("type") == "membership"
+    # what ends everything a member had: a kill on every design; for owner nodes, also the session's end
+    ends = (records.filter(membership & (F.col("action") == "kill"))
+            .select("run_id", F.explode("members").alias("member"), "ts", F.lit("killed").alias("reason"),
+                    F.lit(None).cast("string").alias("only"))
+            .unionByName(records.filter(membership & (F.col("action") == "expire"))
+                         .select("run_id", F.explode("members").alias("member"), "ts",
+                                 F.lit("session expired").alias("reason"), F.lit("wire").alias("only")))
+            .unionByName(records.filter(wire.from_wire() & wire.session_closed())
+                         .select("run_id", F.col("link").alias("member"), "ts", F.lit("session closed").alias("reason"),
+                                 F.lit("wire").alias("only"))))
+    ended = (owned.select("run_id", "design", "member", "tp").distinct().join(F.broadcast(ends), ["run_id", "member"])
+             .filter(F.col("only").isNull() | wire.from_wire())
+             .select("run_id", "design", "member", "ts", "tp", F.lit(END).alias("ev"), "reason"))
+    return owned.unionByName(ended)
 
 
 def intervals(events: DataFrame, bounds: DataFrame, records: DataFrame) -> DataFrame:
-    """run_id, design, member, tp, topic, partition, start, end, length_s, end_reason, open_at_end, stale_since."""
+    """run_id, design, member, tp, topic, partition, start, end, length_s, end_reason, open_at_end, stale_since,
+    basis (what an interval is: "fetching", "generation" or "owner node", owner_nodes.py)."""
     order = Window.partitionBy("run_id", "member", "tp").orderBy("ts", "ev")
     paired = (events.withColumn("next_ts", F.lead("ts").over(order))
               .withColumn("next_reason", F.lead("reason").over(order))
@@ -70,10 +88,12 @@ def intervals(events: DataFrame, bounds: DataFrame, records: DataFrame) -> DataF
         F.broadcast(expiries), (F.col("run_id") == F.col("x_run")) & (F.col("member") == F.col("x_member"))
         & (F.col("x_ts") >= F.col("start")) & (F.col("x_ts") < F.col("end")))
         .groupBy(*key).agg(F.min("x_ts").alias("stale_since")))
+    basis = (F.when(wire.from_wire(), F.lit("owner node")).when(F.col("design") == "coordinator", F.lit("generation"))
+             .otherwise(F.lit("fetching")))
     return (paired.join(F.broadcast(stale), key, "left")
             .withColumn("length_s", F.col("end") - F.col("start"))
             .select("run_id", "design", "member", "tp", "topic", "partition", "start", "end", "length_s",
-                    "end_reason", "open_at_end", "stale_since"))
+                    "end_reason", "open_at_end", "stale_since", basis.alias("basis")))
 
 
 def overlaps(iv: DataFrame, windows: DataFrame) -> DataFrame:
@@ -90,10 +110,12 @@ def overlaps(iv: DataFrame, windows: DataFrame) -> DataFrame:
     def stale(side: str) -> Column:
         return F.coalesce(F.col(f"{side}_stale_since") <= start, F.lit(False))
 
+    # the original reports no session expiry of its own: whether one side had lost its session is unknown there
+    after_expiry = F.when(~F.col("a_design").isin(*wire.OWNERS_FROM_WIRE), stale("a") | stale("b"))
     found = joined.select(F.col("a_run_id").alias("run_id"), F.col("a_design").alias("design"),
                           F.col("a_tp").alias("tp"), F.col("a_member").alias("member_a"),
                           F.col("b_member").alias("member_b"), start.alias("start"),
-                          F.least("a_end", "b_end").alias("end"), (stale("a") | stale("b")).alias("after_expiry"))
+                          F.least("a_end", "b_end").alias("end"), after_expiry.alias("after_expiry"))
     return attach_change(found.withColumn("overlap_s", F.col("end") - F.col("start")), windows, ts="start")
 
 

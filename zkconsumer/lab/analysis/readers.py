@@ -30,6 +30,7 @@ from zkconsumer.lab.analysis.schemas import (
     TRACE_ERROR_SCHEMA,
     TRACE_SCHEMA,
 )
+from zkconsumer.lab.designs import is_zookeeper_design
 from zkconsumer.lab.server_info import servers_line
 from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION
 
@@ -94,7 +95,7 @@ def load_run(path: Path) -> RunInfo:
     sweep = manifest.get("sweep") or {}
     axis, value = next(iter(sweep.items()), (None, None))
     design = manifest.get("design")
-    if design == "zk":
+    if design is not None and is_zookeeper_design(design):  # the scenario's [zk] settings apply to both
         timeout = (definition.get("zk") or {}).get("zookeeper.session.timeout.ms")
     else:
         timeout = (definition.get("coordinator") or {}).get("session_timeout_ms")

@@ -16,14 +16,20 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
+from zkconsumer.lab.designs import DESIGNS, LABELS, ZOOKEEPER_DESIGNS
+
 NONE = "-"  # an empty cell
-DESIGN_NAMES = {"zk": "ZooKeeper (0.8)", "coordinator": "group coordinator"}
-COLORS = {"zk": "#1f77b4", "coordinator": "#d62728"}
-# (column in runs, label) per design: what plays "requests per change" and "notifications per change"
+NOT_REPORTED_CELL = "n/r"  # a count the design's members do not report (owner_nodes.NOT_REPORTED): never 0
+DESIGN_NAMES = LABELS
+COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728"}
+SHORT = {"zk": "zk", "original": "orig", "coordinator": "coord"}  # table sub-headings
+# (column in runs, label) per design: what plays "requests per change" and "notifications per change"; the
+# ZooKeeper designs are one protocol, so they are counted alike (designs.py)
 HERD_METRICS = {
-    "requests": {"zk": ("zk_requests_per_change", "ZooKeeper requests"),
+    "requests": {**{d: ("zk_requests_per_change", "ZooKeeper requests") for d in ZOOKEEPER_DESIGNS},
                  "coordinator": ("kafka_coordination_per_change", "JoinGroup+SyncGroup+LeaveGroup")},
-    "notifications": {"zk": ("zk_notifications_per_change", "watch notifications"),
+    "notifications": {**{d: ("zk_notifications_per_change", "watch notifications") for d in ZOOKEEPER_DESIGNS},
                       "coordinator": ("rebalance_notices_per_change", "REBALANCE_IN_PROGRESS responses")},
 }
 
@@ -121,7 +127,7 @@ def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) 
         return None
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
     for col, (_, values) in enumerate(panels, start=1):
-        for design in ("zk", "coordinator"):
+        for design in DESIGNS:
             ys = [v for d, v in values if d == design and v is not None]
             if ys:
                 fig.add_trace(go.Box(y=ys, name=DESIGN_NAMES[design], marker_color=COLORS[design],
@@ -176,6 +182,7 @@ COMPARISON = [  # (label, runs column, digits)
     ("notifications/chg", None, 1),
     ("attempts", "attempts", 0),
     ("conflicts", "conflicts", 0),
+    ("owner NodeExists", "owner_conflicts", 0),  # from the wire: ZooKeeper designs only
     ("stable s*", "time_to_stable_s", 2),
     ("converged s", "max_convergence_s", 2),
     ("stop-the-world s (max)", "max_pause_s", 2),
@@ -193,26 +200,35 @@ def _cell(run: dict[str, Any] | None, label: str, column: str | None, digits: in
         kind = "requests" if label.startswith("requests") else "notifications"
         column = HERD_METRICS[kind].get(run["design"], (None,))[0]
     value = run.get(column) if column else None
+    if value is None and column in NOT_REPORTED.get(run["design"], ()):
+        return f"<span title='not reported by this design&#39;s members'>{NOT_REPORTED_CELL}</span>"
     return _fmt(float(value) if isinstance(value, int | float) and digits else value, digits)
 
 
 def comparison_table(runs: list[dict[str, Any]]) -> str:
-    """Per scenario, one row per case (the same case on both designs), each metric as ZooKeeper | coordinator."""
+    """Per scenario, one row per case (the same case on every design), each metric with one column per design
+    that ran (designs.py order: ours, the original, the coordinator)."""
     by_case: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     for run in runs:
         by_case[(run["scenario"] or "?", run["case"] or run["run_id"])][run["design"]] = run
-    head = "".join(f"<th colspan=2>{html.escape(label)}</th>" for label, _, _ in COMPARISON)
-    sub = "<th>zk</th><th>coord</th>" * len(COMPARISON)
+    shown = [d for d in DESIGNS if any(r["design"] == d for r in runs)] or ["zk", "coordinator"]
+    head = "".join(f"<th colspan={len(shown)}>{html.escape(label)}</th>" for label, _, _ in COMPARISON)
+    sub = "".join(f"<th title='{html.escape(LABELS[d])}'>{SHORT[d]}</th>" for d in shown) * len(COMPARISON)
     rows = []
     for (scenario, case), designs in sorted(by_case.items(), key=lambda kv: (kv[0][0], _n(kv[1]), kv[0][1])):
-        cells = "".join(f"<td>{_cell(designs.get('zk'), *m)}</td><td class=c>{_cell(designs.get('coordinator'), *m)}"
-                        "</td>" for m in COMPARISON)
+        cells = "".join(f"<td class='{SHORT[d]}'>{_cell(designs.get(d), *m)}</td>" for m in COMPARISON for d in shown)
         n = _n(designs)
         rows.append(f"<tr><td>{html.escape(scenario)}</td><td>{html.escape(case)}</td><td>{n or NONE}</td>{cells}</tr>")
+    legend = "; ".join(f"{SHORT[d]}: {html.escape(LABELS[d])}" for d in shown)
+    original = ("original" in shown and f" {NOT_REPORTED_CELL}: not reported by the original (Kafka 0.8.2.2's "
+                "connector has no rebalance listener; its claims, conflicts and ownership are read off the wire).")
     return (f"<table class=cmp><thead><tr><th rowspan=2>scenario</th><th rowspan=2>case</th><th rowspan=2>N</th>"
             f"{head}</tr><tr>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            f"<p class=note>requests/chg: ZooKeeper requests (zk) or JoinGroup+SyncGroup+LeaveGroup (coordinator); "
-            f"notifications/chg: watch notifications (zk) or REBALANCE_IN_PROGRESS responses (coordinator).</p>")
+            f"<p class=note>{legend}. requests/chg: ZooKeeper requests (ZooKeeper designs) or "
+            f"JoinGroup+SyncGroup+LeaveGroup (coordinator); notifications/chg: watch notifications or "
+            f"REBALANCE_IN_PROGRESS responses; conflicts: attempts that ended in an owner conflict, as the members "
+            f"report them; owner NodeExists: owner-node creates ZooKeeper refused, counted on the wire.{original or ''}"
+            f"</p>")
 
 
 def _n(designs: dict[str, dict[str, Any]]) -> int:
@@ -252,7 +268,7 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
 td:first-child,td:nth-child(2){text-align:left}
-table.cmp td.c{background:#fff5f5}td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
+table.cmp td.coord{background:#fff5f5}table.cmp td.orig{background:#f3faf3}td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
 table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;color:#555;max-width:70em}
 """
 
@@ -291,11 +307,16 @@ def render(data: ReportData, path: Path) -> Path:
         parts.append("<h2>Predicted next to observed: the scale simulation</h2>")
         figure(curve_figure(data.runs, data.predictions), "")
         parts.append(predictions_table(data.comparisons))
-    parts.append("<h2>The two designs side by side</h2>")
+    parts.append("<h2>The designs side by side</h2>")
     parts.append(comparison_table(data.runs))
     parts.append("<h2>Split brain: two members fetching one partition at once</h2>")
-    parts.append(_rows_table(data.overlaps, ["run_id", "tp", "member_a", "member_b", "start", "overlap_s",
+    parts.append(_rows_table(data.overlaps, ["run_id", "design", "tp", "member_a", "member_b", "start", "overlap_s",
                                              "after_expiry", "change_index"], "No overlapping ownership found."))
+    if any(r["design"] in OWNERS_FROM_WIRE for r in data.runs):
+        parts.append("<p class=note>The original's ownership is its owner nodes (created to deleted, on the wire), "
+                     "not its fetchers, which it does not report: two of its members can only overlap through a "
+                     "dead session's node, and a fetcher still running after its session expired (0.8.2.2 keeps it "
+                     "until the next rebalance) does not show. after_expiry is not reported by the original.</p>")
     parts.append("<h2>Trace lines that could not be used</h2>")
     parts.append(_rows_table(data.trace_errors, ["run_id", "file", "lines", "bad_lines", "first_bad_line",
                                                  "first_bad_reason", "first_bad_text"],

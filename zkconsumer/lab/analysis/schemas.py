@@ -60,6 +60,8 @@ _FIELDS: dict[str, T.DataType] = {
     "api_name": _STRING,
     "api_key": T.IntegerType(),
     "error_name": _STRING,
+    "path": _STRING,  # ZooKeeper: owner-node creates and deletes are the original design's claims and releases
+    "err": T.IntegerType(),
     # owners, mntr
     "owners": _STRING,
     "sample": _STRING,

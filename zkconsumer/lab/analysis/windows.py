@@ -28,6 +28,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from zkconsumer.lab.analysis import owner_nodes as wire
+
 WINDOW_ACTIONS = ("join", "leave", "kill", "expire", "pause", "resume", "add_partitions")
 COUNTED_ACTIONS = ("join", "leave", "kill", "expire", "pause")
 
@@ -64,15 +66,19 @@ def build(spark: SparkSession, records: DataFrame) -> Windows:
     kind, type_ = F.col("kind"), F.col("type")
     marker = type_.isin("phase", "membership", "stable")
     # each member's ownership events, to find a leaver's last one (1 = a start, 0 = a stop)
+    # (the original design's members report none: its owner-node creates and deletes on the wire stand in,
+    # owner_nodes.py, and so does its closing the session, which deletes them)
     own = (F.when((type_ == "member_event") & (kind == "fetchers_started"), 1)
            .when((type_ == "member_event") & (kind == "fetchers_stopped") & (F.col("partitions") != "[]"), 0)
            .when((type_ == "generation") & (kind == "assigned"), 1)
-           .when((type_ == "generation") & kind.isin("revoked", "lost"), 0))
+           .when((type_ == "generation") & kind.isin("revoked", "lost"), 0)
+           .when(wire.from_wire() & wire.claimed(), 1)
+           .when(wire.from_wire() & (wire.deleted() | wire.session_closed()), 0))
     # Two light queries rather than one: collecting lists while aggregating every line costs more than a filter.
     ends = dict(records.groupBy("run_id").agg(F.max("ts")).collect())
     rows = (records.filter(marker | own.isNotNull())
             .select("run_id", "ts", "type", "phase", "design", "action", "members", "step", "generation_or_rebalance",
-                    "duration_s", "member", own.alias("start")).collect())
+                    "duration_s", F.coalesce("member", "link").alias("member"), own.alias("start")).collect())
     marks: dict[str, list[dict]] = {run_id: [] for run_id in ends}
     ownership: dict[str, dict[str, list[tuple[float, int]]]] = {run_id: {} for run_id in ends}
     for row in rows:

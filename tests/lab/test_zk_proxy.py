@@ -216,3 +216,42 @@ def test_mntr_once_and_sampled(zk_server: ZooKeeperEnsemble) -> None:
         wait_for(lambda: len(samples) >= 3, message="three mntr samples")
     assert not [t for t in threading.enumerate() if t.name.startswith(sampler.name)]
     assert samples[0]["ts"] < samples[-1]["ts"] and sampler.errors == 0
+
+
+def test_the_proxy_counts_what_the_server_counts(tmp_path) -> None:
+    """The proxy's frames against ZooKeeper's own `mntr` packet counters, exactly, on a server nobody else uses:
+    every request, ping and the handshake it saw reach the server, every reply, notification and handshake
+    reply it saw leave it. The four-letter words are packets too; their cost is measured, not assumed."""
+    ensemble = ZooKeeperEnsemble.plan(tmp_path / "zk", size=1)
+    ensemble.start()
+    try:
+        port = ensemble.nodes[0].client_port
+        first, before = mntr("127.0.0.1", port), mntr("127.0.0.1", port)
+        per_mntr = (before["zk_packets_received"] - first["zk_packets_received"],
+                    before["zk_packets_sent"] - first["zk_packets_sent"])
+        assert per_mntr[0] >= 1, f"mntr's packets should show in the next mntr: {first} then {before}"
+        with ZkProxy(ensemble.connect_string, sink=RecordCollector(), name=unique("zkp")) as proxy:
+            proxy.add_link("m1")
+            client = KazooClient(hosts=proxy.connect_string("m1", ""), timeout=10.0,
+                                 connection_retry=dict(TEST_CONNECTION_RETRY))
+            client.start(timeout=CALL_TIMEOUT)
+            notified = threading.Event()
+            client.ensure_path("/counted")
+            client.get_children("/counted", watch=lambda event: notified.set())
+            for _ in range(25):
+                client.create("/counted/n", b"x", sequence=True)
+            assert notified.wait(CALL_TIMEOUT)
+            with pytest.raises(NoNodeError):
+                client.get("/counted/missing")
+            client.stop()
+            client.close()
+            wait_for(lambda: proxy.sink.where(kind="reply", op="closeSession"), message="the close reply")
+            after = mntr("127.0.0.1", port)
+            kinds = [r.kind for r in proxy.sink.records()]
+        sent_by_client = sum(kinds.count(k) for k in ("connect", "request", "ping"))
+        sent_by_server = sum(kinds.count(k) for k in ("connect_reply", "reply", "event", "ping_reply"))
+        assert kinds.count("event") == 1 and kinds.count("undecodable") == 0
+        assert after["zk_packets_received"] - before["zk_packets_received"] - per_mntr[0] == sent_by_client
+        assert after["zk_packets_sent"] - before["zk_packets_sent"] - per_mntr[1] == sent_by_server
+    finally:
+        ensemble.stop()

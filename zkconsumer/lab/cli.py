@@ -117,7 +117,9 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 
 @lab.command("run")
 @click.argument("scenario")
-@click.option("--design", type=click.Choice(["zk", "coordinator", "both"]), default="both", show_default=True)
+@click.option("--design", type=click.Choice(["zk", "original", "coordinator", "both", "all"]), default="both",
+              show_default=True, help="both: zk + coordinator; all: zk, original (Kafka 0.8.2.2's own consumer, needs "
+                                      "a JDK) and coordinator")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="results directory: one run directory per case and design")
 @click.option("--members", "process_mode", type=click.Choice(["processes", "threads"]), default=None,
@@ -139,12 +141,31 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
                                "in its own ZooKeeper, which the ZooKeeper design's members must read")
     found = find_scenario(scenario)
     cases = select_cases(found, values, repeats)
-    designs = [d for d in found.designs if design in ("both", d)]
+    designs = select_designs(found.designs, design)
     if not cases or not designs:
         raise click.UsageError(f"nothing to run: {found.name} has designs {found.designs} and "
                                f"{len(found.cases())} cases before --values/--repeats")
+    if "original" in designs:
+        from zkconsumer.embedded.process import EmbeddedError
+        from zkconsumer.lab.original_driver import check_toolchain
+
+        try:  # before any server starts: a missing JDK is one line naming the fix
+            check_toolchain()
+        except EmbeddedError as exc:
+            raise click.ClickException(str(exc)) from None
     LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
                bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port).run_cli()
+
+
+def select_designs(scenario_designs: list[str], choice: str) -> list[str]:
+    """`--design`: `both` = the scenario's designs among zk and coordinator (the default); `all` = those and the
+    original; one name = that design if the scenario runs it. The original runs wherever the scenario runs the
+    ZooKeeper design, listed or not: scenarios leave it out by default only because it needs a JDK."""
+    from zkconsumer.lab.designs import DESIGNS
+
+    runs = set(scenario_designs) | ({"original"} if "zk" in scenario_designs else set())
+    wanted = {"both": {"zk", "coordinator"}, "all": set(DESIGNS)}.get(choice, {choice})
+    return [d for d in DESIGNS if d in runs and d in wanted]
 
 
 @lab.command("lesson")

@@ -52,6 +52,10 @@ def make_driver(design: str, process_mode: str) -> DesignDriver:
         from zkconsumer.lab.zk_driver import ZkDriver
 
         return ZkDriver(process_mode)
+    if design == "original":
+        from zkconsumer.lab.original_driver import OriginalDriver
+
+        return OriginalDriver(process_mode)
     from zkconsumer.lab.coordinator import CoordinatorDriver
 
     return CoordinatorDriver(process_mode)
@@ -75,6 +79,11 @@ class CaseRun:
                                        process_mode=self.process_mode, run_id=self.run_id,
                                        scenario_definition=self.scenario.model_dump(mode="json"),
                                        servers=servers.describe())
+        if design == "original":  # what the members ran, as the jar names it (the manifest's `versions`)
+            from zkconsumer.lab.original_driver import original_version
+
+            self.rundir.manifest["versions"]["kafka_original"] = original_version()
+            self.rundir.save()
         self.trace = self.rundir.trace("run", design)
         # A group of its own per run: the broker keeps group state between runs, and ZooKeeper's root is shared.
         self.group = f"lab-{self.scenario.name}-{self.run_id.rsplit('-', 1)[1]}"

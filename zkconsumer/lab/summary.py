@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.lab import identities
+from zkconsumer.lab.designs import is_zookeeper_design
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
@@ -33,7 +34,7 @@ class RunSummary:
     completed: bool
     members: int  # initial group size
     changes: int = 0  # membership changes in the window (each member joining or leaving counts one)
-    rebalances: int = 0  # ZooKeeper design: syncedRebalance runs of all members; coordinator: generations
+    rebalances: int = 0  # ZooKeeper designs: syncedRebalance runs of all members; coordinator: generations
     attempts: int = 0
     failed_attempts: int = 0
     conflicts: int = 0
@@ -82,7 +83,7 @@ def summarize(run_dir: Path) -> RunSummary:
             first_join = ts
         elif first_join is not None and summary.first_owned_s is None and _owns_something(record):
             summary.first_owned_s = ts - first_join
-    summary.rebalances = summary.rebalances if summary.design == "zk" else len(generations)
+    summary.rebalances = summary.rebalances if is_zookeeper_design(summary.design) else len(generations)
     if summary.design == "coordinator" and identities.single_join(summary.joins, summary.changes - summary.joins):
         summary.identities = identities.coordinator_join(summary.members, dict(summary.kafka_by_api),
                                                          len(generations))
@@ -144,7 +145,7 @@ def render(summaries: list[RunSummary]):
     for s in summaries:
         table.add_row(
             s.case, s.design, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
-            str(s.failures), *(_fmt(s.per_change(v)) if s.design == "zk" else "-" for v in (s.zk_requests,
+            str(s.failures), *(_fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
             _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.first_owned_s),
             _fmt(s.time_to_stable), _identities(s),

@@ -53,6 +53,7 @@ from zkconsumer.zookeeper.client import ZkClient
 
 TOPIC = "bench-fetch"
 ORIGINAL, OURS, FETCHER, KAFKA_PYTHON = "original 0.8.2.2", "ours", "ours, fetchers only", "kafka-python"
+BEFORE = "ours (before)"  # with --before REV: the connector running fetcher_manager/ as of REV
 IMPLS = {ORIGINAL: "original", OURS: "connector", FETCHER: "fetcher", KAFKA_PYTHON: "kafka-python"}
 # name -> (streams per process, processes, contenders); kafka-python has no streams, so it sits out 2 and 4.
 SCENARIOS = {
@@ -95,15 +96,18 @@ def run_rounds(target: Target, args: argparse.Namespace, zk: ZkClient, console: 
     for round_no in range(args.repeat):
         for key in args.scenarios:
             label, streams, members, contenders = SCENARIOS[key]
-            contenders = [c for c in contenders if c in args.contenders]
+            if args.before:
+                contenders = tuple(c for o in contenders for c in ((o, BEFORE) if o == OURS else (o,)))
+            contenders = [c for c in contenders if c in args.contenders or (c == BEFORE and args.before)]
             shift = round_no % len(contenders) if contenders else 0
             for contender in contenders[shift:] + contenders[:shift]:
-                group = f"bench-{key}-{IMPLS[contender]}-{round_no}-{uuid.uuid4().hex[:6]}"
-                argv_for = contender_argv(target, IMPLS[contender], streams)
+                group = f"bench-{key}-{IMPLS.get(contender, 'before')}-{round_no}-{uuid.uuid4().hex[:6]}"
+                impl = IMPLS[OURS if contender == BEFORE else contender]
+                argv_for = contender_argv(target, impl, streams, args.before_path if contender == BEFORE else None)
                 if members == 1:
                     trial = run_single(target, label, contender, argv_for, group)
                 else:
-                    uses_zk = contender in (ORIGINAL, OURS)
+                    uses_zk = contender in (ORIGINAL, OURS, BEFORE)
                     trial = run_group(target, label, contender, argv_for, group, members, zk if uses_zk else None)
                 trial.load_1min = os.getloadavg()[0]
                 expected = sum(target.sizes.values())
@@ -165,6 +169,15 @@ def print_table(rows: list[dict], args: argparse.Namespace, console: Console) ->
     console.print(table)
 
 
+def export_fetcher_manager(rev: str, into: Path) -> Path:
+    """fetcher_manager/ as of `rev`, unpacked under `into`: put first on PYTHONPATH, it shadows the working tree's."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev, "fetcher_manager"], cwd=Path(__file__).resolve().parent.parent,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def java_version() -> str:
     done = subprocess.run([java_executable(), "-version"], capture_output=True, text=True, check=False)
     return (done.stderr.splitlines() or ["?"])[0]
@@ -185,6 +198,9 @@ def main(argv: list[str] | None = None) -> None:
                              "fetch.message.max.bytes=4194304; kafka-python and the fetcher-manager row keep theirs")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a run may take before it is killed")
     parser.add_argument("--json", type=Path, help="write every run and the medians here")
+    parser.add_argument("--before", metavar="REV",
+                        help="also run the connector with fetcher_manager/ as of this git revision (row 'ours "
+                             "(before)', next to 'ours' in every round), to show a change's effect in one run")
     args = parser.parse_args(argv)
     if unknown := [s for s in args.scenarios if s not in SCENARIOS] + [c for c in args.contenders if c not in IMPLS]:
         parser.error(f"unknown scenario or contender: {unknown}")
@@ -195,6 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     command = shlex.join(["benchmarks/bench_fetch.py", *(argv if argv is not None else sys.argv[1:])])
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
+        args.before_path = export_fetcher_manager(args.before, Path(tmp) / "before") if args.before else None
         try:
             classpath = str(original.build()) if ORIGINAL in args.contenders else ""
         except EmbeddedError as exc:  # no java or javac, or the sources do not compile: say so in one line

@@ -269,11 +269,14 @@ def python_argv(target: Target, impl: str, name: str, group: str, streams: int, 
 ArgvFor = Callable[[str, str, int | None, Sequence[int]], list[str]]  # name, group, messages, partitions -> argv
 
 
-def contender_argv(target: Target, impl: str, streams: int) -> ArgvFor:
+def contender_argv(target: Target, impl: str, streams: int, python_path: Path | None = None) -> ArgvFor:
+    """`python_path`: a directory put first on the child's PYTHONPATH (through env(1), which execs Python in the same
+    process, so wait4 still measures the consumer): an older fetcher_manager/ for the bench's "before" row."""
     if impl == "original":
         return lambda name, group, messages, partitions: original_argv(target, name, group, streams, messages)
-    return lambda name, group, messages, partitions: python_argv(target, impl, name, group, streams, messages,
-                                                                 partitions)
+    prefix = ["env", f"PYTHONPATH={python_path}"] if python_path is not None else []
+    return lambda name, group, messages, partitions: [*prefix, *python_argv(target, impl, name, group, streams,
+                                                                            messages, partitions)]
 
 
 def run_single(target: Target, scenario: str, contender: str, argv_for: ArgvFor, group: str) -> Trial:

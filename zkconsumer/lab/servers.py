@@ -29,7 +29,8 @@ from typing import Any
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
-from zkconsumer.embedded.process import EmbeddedError
+from zkconsumer.embedded.lifeline import Lifeline
+from zkconsumer.embedded.process import EmbeddedError, ProcessRecord
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab.server_info import broker_info, wait_group_coordinator, zookeeper_info
 from zkconsumer.lab.wire.kafka import KafkaProxy
@@ -78,6 +79,9 @@ class LabServers:
     _described: dict[str, Any] | None = field(default=None, repr=False)
     _wanted: dict[str, str] = field(default_factory=dict, repr=False)  # what runs asked of an external broker
     _stopped: bool = field(default=False, repr=False)
+    # Stops the embedded servers if the lab's process dies without running `stop` (kill -9 of `lab run`): they
+    # run in sessions of their own, so nothing else would (embedded/lifeline.py).
+    lifeline: Lifeline | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, base_dir: Path, zk_servers: int = 1, zookeeper: str | None = None,
@@ -96,10 +100,13 @@ class LabServers:
         version = None
         path = zookeeper.split("/", 1)[1].strip("/") if zookeeper and "/" in zookeeper else ""
         chroot = f"/{path}" if path else ""
+        lifeline = Lifeline() if zookeeper is None or bootstrap is None else None
         try:
             if zookeeper is None:
                 ensemble = ZooKeeperEnsemble.plan(base_dir / "zookeeper", size=zk_servers)
                 ensemble.start()
+                for node in ensemble.nodes:
+                    _watch(lifeline, node.process)
                 zk_hosts = ensemble.connect_string.split(",")
             else:
                 zk_hosts = zookeeper.split("/", 1)[0].split(",")
@@ -111,6 +118,7 @@ class LabServers:
                 classpath = jvm.classpath(jvm.KAFKA_BROKER)
                 version = classpath.version_of("kafka_2.13")
                 kafka.start(classpath=classpath)
+                _watch(lifeline, kafka.process)
                 _wait_registered(kafka, kafka.zookeeper_connect)
                 direct = kafka.bootstrap
                 wait_group_coordinator(direct)
@@ -125,8 +133,10 @@ class LabServers:
             for server in (proxy, kafka, ensemble):
                 if server is not None:
                     server.stop()
+            if lifeline is not None:
+                lifeline.cut()
             raise
-        return cls(zk_hosts, direct, proxy, router, ensemble, kafka, chroot, version)
+        return cls(zk_hosts, direct, proxy, router, ensemble, kafka, chroot, version, lifeline=lifeline)
 
     def configure_broker(self, settings: dict[str, str]) -> None:
         """Make the broker run with `settings` (only the keys given): restart the embedded one if it runs with
@@ -145,6 +155,7 @@ class LabServers:
         _wait_unregistered(self.kafka, self.direct_zookeeper)
         self.kafka.settings.update(settings)
         self.kafka.start()
+        _watch(self.lifeline, self.kafka.process)
         _wait_registered(self.kafka, self.direct_zookeeper)
         wait_group_coordinator(self.broker)  # the offsets topic's partitions load again after a restart
         self._described = None
@@ -183,6 +194,13 @@ class LabServers:
                 stop()
             except Exception:
                 log.exception("error stopping a lab server")
+        if self.lifeline is not None:
+            self.lifeline.cut()  # what `stop` could not stop, the watchdog does; the rest it finds gone
+
+
+def _watch(lifeline: Lifeline | None, process: ProcessRecord | None) -> None:
+    if lifeline is not None and process is not None:
+        lifeline.watch(process)
 
 
 def _wait_registered(kafka: KafkaBroker, zookeeper: str) -> None:

@@ -45,8 +45,9 @@ class _ProcessMember:
     def __init__(self, settings: ZkMemberSettings, log_path: Path) -> None:
         self.settings = settings
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in close()
+        # stdin is a pipe the member reads to its end: when this process dies, however, the member leaves.
         self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
-                                     stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=subprocess.STDOUT)
+                                     stdin=subprocess.PIPE, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -63,6 +64,8 @@ class _ProcessMember:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(_STOP_S)
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
         self.log_file.close()
 
     def error(self) -> str | None:

@@ -1,12 +1,12 @@
 """One ZooKeeper-design lab member: this project's connector, reporting everything as trace records.
 
-As an OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIGTERM stops gracefully (a
-leave), SIGKILL kills, and SIGSTOP pauses; or as a thread of a member host (`MemberHost`, `python -m
-zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-only members
-(`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
-The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session
-credentials (so the lab can force a real server-side expiry), each message it consumed as a `consume` record, and its
-ZooKeeper operation counters when it ends.
+As an OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIGTERM or the end of its stdin (the
+lab is gone) stops gracefully (a leave), SIGKILL kills, and SIGSTOP pauses; or as a thread of a member host
+(`MemberHost`, `python -m zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-
+only members (`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
+The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session credentials
+(so the lab can force a real server-side expiry), each message it consumed as a `consume` record, and its ZooKeeper
+operation counters when it ends.
 """
 
 from __future__ import annotations
@@ -295,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # stdin is the lifeline: the lab holds the other end of the pipe, so its end of file means the lab is gone
+    # (even by kill -9) and the member leaves as on SIGTERM instead of living on in a group nobody measures.
+    threading.Thread(target=_leave_at_end_of_input, args=(stop,), name=f"{settings.name}-lifeline",
+                     daemon=True).start()
     member = ZkMember(settings, trace)
     try:
         member.start()
@@ -304,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         member.stop()
         trace.close()
     return 0
+
+
+def _leave_at_end_of_input(stop: threading.Event) -> None:
+    while sys.stdin.buffer.read(4096):
+        pass
+    stop.set()
 
 
 def settings_json(settings: ZkMemberSettings) -> str:

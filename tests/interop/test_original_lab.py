@@ -1,0 +1,68 @@
+"""The original 0.8.2.2 consumer's cost of one join on the wire (the lab's design "original", rebalance-only members
+in one JVM, `--members threads`): exactly `original_join_requests` without a conflict, exactly the per-event
+accounting with one (docs/join-cost.md). Slow (a sweep of runs on servers of its own): `make interop`."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from zkconsumer.lab.join_cost import join_notifications, original_accounted_requests, original_join_requests
+from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.trace import read_traces
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+PARTITIONS = 16
+SCENARIO = f"""
+name = "join-cost-original"
+description = "one join into N rebalance-only originals"
+designs = ["original"]
+duration = 1.0
+seed = 7
+settle_timeout = 60.0
+[group]
+members = 1
+process_mode = "threads"
+topics = [{{ name = "jco", partitions = {PARTITIONS} }}]
+[zk]
+"zookeeper.session.timeout.ms" = 6000
+"rebalance.backoff.ms" = 100
+"rebalance.max.retries" = 20
+"auto.commit.enable" = false
+[[churn]]
+at = 0.2
+action = "join"
+[sweep]
+axis = "members"
+values = [1, 2, 4, 8]
+"""
+
+
+def test_the_wire_count_of_one_original_join_is_its_formula(tmp_path):
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"missing tool: {tool} (a JDK 17: apt-get install openjdk-17-jdk-headless)")
+    scenario = parse_scenario(SCENARIO, "inline")
+    summaries = LabSession(scenario, scenario.cases(), ["original"], tmp_path).run()
+    assert [s.completed for s in summaries] == [True] * 4
+    closed_form_checked = 0
+    for summary in summaries:
+        assert (summary.path / "logs" / "host0.log").exists()  # N + 1 members in one JVM
+        records = sorted(read_traces(summary.path), key=lambda r: r["ts"])
+        settled = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "settled")
+        done = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done")
+        window = [r for r in records if settled <= r["ts"] <= done]
+        size = summary.members + 1
+        events = [r for r in window if r["type"] == "member_event"]
+        zk_wire = [r for r in window if r["type"] == "wire" and r["proto"] == "zk"]
+        requests = sum(r["kind"] == "request" for r in zk_wire)
+        notified = sum(r["kind"] == "event" for r in zk_wire)
+        assert notified == join_notifications(size)
+        assert requests == original_accounted_requests(events, members_seen=size, joiners=1, notified=notified)
+        if not any(e["kind"] == "claim" and not e["ok"] for e in events):
+            assert requests == original_join_requests(size, PARTITIONS)
+            closed_form_checked += 1
+    assert closed_form_checked >= 1, "every join met a conflict: the closed form was never checked"

@@ -103,3 +103,30 @@ def test_misspelt_property_warns_with_the_likely_key(caplog):
     ConsumerConfig.from_properties({"group.id": "g", "zookeeper.connect": "127.0.0.1:2181",
                                     "auto.comit.enable": "true"})
     assert "auto.comit.enable is not valid" in caplog.text and "did you mean auto.commit.enable?" in caplog.text
+
+
+def test_lab_run_into_taken_results_refuses_before_any_server_starts(tmp_path: Path):
+    from zkconsumer.lab.scenario import find_scenario
+    from zkconsumer.lab.session import select_cases
+
+    [case] = select_cases(find_scenario("lesson"), None, None)
+    (tmp_path / case.case_id / "zk").mkdir(parents=True)
+    result = run("lab", "run", "lesson", "--design", "zk", "--out", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"already holds results ({case.case_id}/zk)" in result.stderr and "another --out" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [case.case_id], "no server directory may have been made"
+
+
+def test_lab_analyze_does_not_overwrite_a_report_unless_forced(tmp_path: Path):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.html").write_text("an earlier report")
+    result = run("lab", "analyze", str(tmp_path), "--out", str(out))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "already holds a report (report.html)" in result.stderr and "--force" in result.stderr
+    assert (out / "report.html").read_text() == "an earlier report"
+    # Forced, it gets past that check to the next one: there are no runs in tmp_path to analyse (one line too).
+    forced = run("lab", "analyze", str(tmp_path / "report"), "--out", str(out), "--force")
+    assert forced.returncode == 1 and "no run directory" in forced.stderr and forced.stderr.count("\n") == 1, \
+        forced.stderr

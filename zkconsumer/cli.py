@@ -12,16 +12,15 @@ from pathlib import Path
 
 import click
 
-from zkconsumer.admin import AdminError, alter_partitions, create_topic, describe_topic, list_topics
+from zkconsumer.admin import alter_partitions, create_topic, describe_topic, list_topics
 from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir, default_zookeeper
-from zkconsumer.embedded.process import EmbeddedError
 from zkconsumer.errors import UserError
-from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
+from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.tree import walk
 
-# UserError covers the embedded cluster, topic admin, ZooKeeper reachability, config and znode data; the lab's
-# scenario and trace errors are ValueErrors of their own, listed until they share the base.
-USER_ERRORS: tuple[type[Exception], ...] = (UserError, EmbeddedError, AdminError, ZkUnavailableError, ValueError)
+# UserError covers the embedded cluster, topic admin, ZooKeeper reachability, config, znode data, bad arguments and
+# the lab's scenarios and runs; anything else is an internal error and keeps its traceback.
+USER_ERRORS: tuple[type[Exception], ...] = (UserError,)
 
 
 class OneLineErrors(click.Group):

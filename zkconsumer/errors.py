@@ -9,3 +9,7 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Bad input or an unreachable server: the message says what and how to fix it."""
+
+
+class InputError(UserError, ValueError):
+    """An argument, file or name the user gave is wrong (a ValueError too, for callers that catch those)."""

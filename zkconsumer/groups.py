@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from zkconsumer.errors import InputError
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -41,7 +42,7 @@ def members(zk: ZkClient, group: str) -> list[str]:
 def describe_group(zk: ZkClient, group: str, log_end: LogEndLookup | None = None) -> list[PartitionRow]:
     """One row per partition of every topic the group has offsets or owners for (or subscribes to)."""
     if not zk.exists(layout.group_dir(group)):
-        raise ValueError(f"group {group!r} does not exist in ZooKeeper at {zk.connect}: see `zkconsumer groups list`")
+        raise InputError(f"group {group!r} does not exist in ZooKeeper at {zk.connect}: see `zkconsumer groups list`")
     topics = set(zk.get_children(layout.offsets_dir(group)) or [])
     topics |= set(zk.get_children(layout.owners_dir(group)) or [])
     all_topics = zk.get_children(layout.BROKER_TOPICS) or []

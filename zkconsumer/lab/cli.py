@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from zkconsumer.errors import InputError
 from zkconsumer.lab.scenario import (
     Scenario,
     ScenarioError,
@@ -86,7 +87,8 @@ def _echo_errors(exc: ScenarioError) -> None:
 @click.option("--predict-to", type=click.IntRange(1), default=1024, show_default=True, metavar="N",
               help="simulate joins up to this group size next to the real runs")
 @click.option("--no-predict", is_flag=True, help="skip the scale simulation")
-def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_predict: bool) -> None:
+@click.option("--force", is_flag=True, help="replace the report and tables already in --out")
+def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_predict: bool, force: bool) -> None:
     """Analyse lab runs with PySpark (local[2]): Parquet tables and a self-contained HTML report.
 
     Each RUN_DIR is a run directory or a `lab run --out` tree of them. The same job runs under spark-submit:
@@ -95,12 +97,14 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 
     from zkconsumer.lab.analysis.job import analyze
 
+    written = [p for p in (out_dir / "report.html", out_dir / "tables") if p.exists()]
+    if written and not force:
+        raise InputError(f"--out {out_dir} already holds a report ({written[0].name}): give another --out, or "
+                         "--force to replace it")
     console = Console(stderr=True)
     try:
         with console.status("Spark: reading traces and computing the tables ...", spinner="dots"):
             result = analyze(list(run_dirs), out_dir, predict_to=None if no_predict else predict_to)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     finally:
         from pyspark.sql import SparkSession
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.admin import alter_partitions, create_topic
+from zkconsumer.errors import UserError
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.scenario import Case
@@ -39,7 +40,7 @@ DRAIN_TIMEOUT_S = 15.0  # members consume the load's last messages within a fetc
 Progress = Callable[[str], None]
 
 
-class LabRunError(RuntimeError):
+class LabRunError(UserError, RuntimeError):
     """A run could not complete (a member failed to start, the group never settled); names the log to read."""
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from zkconsumer.config import ConfigError, ConsumerConfig
+from zkconsumer.errors import UserError
 from zkconsumer.lab.scenario_model import (
     ACTIONS,
     MEMBER_ACTIONS,
@@ -50,7 +51,7 @@ class Issue:
         return f"{file}: {self.path}: {self.message}" if self.path else f"{file}: {self.message}"
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UserError, ValueError):
     """A scenario file is unreadable or invalid; one line per problem, each naming file and field path."""
 
     def __init__(self, file: str, issues: list[Issue]) -> None:

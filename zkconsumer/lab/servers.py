@@ -32,6 +32,7 @@ from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import EmbeddedError, ProcessRecord
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.errors import InputError
 from zkconsumer.lab.server_info import broker_info, wait_group_coordinator, zookeeper_info
 from zkconsumer.lab.wire.kafka import KafkaProxy
 from zkconsumer.lab.wire.zk import ZkProxy
@@ -91,7 +92,7 @@ class LabServers:
         Kafka proxy's address (`kafka_proxy_port`) on the listener `bootstrap` names, or its clients bypass the
         proxy after their first Metadata request, and needs its own ZooKeeper (docs/lab.md)."""
         if bootstrap is not None and zookeeper is None:
-            raise ValueError("an external broker (--bootstrap) needs its own ZooKeeper (--zookeeper): its "
+            raise InputError("an external broker (--bootstrap) needs its own ZooKeeper (--zookeeper): its "
                              "registration and its topics are there, not in an embedded one")
         router = SinkRouter()
         ensemble: ZooKeeperEnsemble | None = None

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from zkconsumer.embedded.process import EmbeddedError
-from zkconsumer.lab.run import CaseRun, LabRunError
+from zkconsumer.errors import InputError, UserError
+from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import Case, Scenario
 from zkconsumer.lab.scenario_model import Sweep
 from zkconsumer.lab.servers import LabServers, broker_settings
@@ -30,11 +30,11 @@ def select_cases(scenario: Scenario, values: str | None, repeats: int | None) ->
     members axis) and only the first `repeats` repeats. Every case is validated like the file's own."""
     if values:
         if scenario.sweep is None:
-            raise ValueError(f"--values: scenario {scenario.name} has no sweep; run it without --values")
+            raise InputError(f"--values: scenario {scenario.name} has no sweep; run it without --values")
         try:
             wanted = [int(v) for v in values.split(",") if v.strip()]
         except ValueError:
-            raise ValueError(f"--values {values!r}: give sweep values as integers, e.g. 1,2,4") from None
+            raise InputError(f"--values {values!r}: give sweep values as integers, e.g. 1,2,4") from None
         sweep = Sweep(axis=scenario.sweep.axis, values=list(dict.fromkeys(wanted)))
         scenario = scenario.model_copy(update={"sweep": sweep})
     cases = scenario.cases()
@@ -58,6 +58,7 @@ class LabSession:
 
     def run(self, progress=None) -> list[RunSummary]:
         """Every case on every design, in order; returns their summaries. Servers live for the session."""
+        self.refuse_taken_out()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         summaries = []
         # Server data under the results directory: whatever the run starts is findable by that path.
@@ -82,12 +83,21 @@ class LabSession:
                 servers.stop()
         return summaries
 
+    def refuse_taken_out(self) -> None:
+        """Before any server starts: a results directory is never overwritten or mixed with an earlier run's."""
+        taken = [self.out_dir / c.case_id / d for c in self.cases for d in self.designs
+                 if (self.out_dir / c.case_id / d).exists()]
+        if taken:
+            raise InputError(f"--out {self.out_dir} already holds results ({taken[0].relative_to(self.out_dir)}): "
+                             "give another --out, or remove the directory")
+
     def run_cli(self) -> list[RunSummary]:
         """`run` with a rich progress bar and the summary table; Ctrl-C stops everything and exits 130."""
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console(stderr=True)
+        self.refuse_taken_out()  # before the progress bar: the error is the only line
 
         def interrupt(_signum: int, _frame: object) -> None:
             raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C: nothing may outlive the run
@@ -110,7 +120,7 @@ class LabSession:
         except KeyboardInterrupt:
             console.print(f"interrupted: every process stopped; the current run is marked incomplete in {self.out_dir}")
             sys.exit(130)
-        except (LabRunError, EmbeddedError) as exc:  # a run, or a server the lab starts, failed: one line
+        except UserError as exc:  # a run, or a server the lab starts, failed, or --out is taken: one line
             console.print(f"error: {exc}")
             sys.exit(1)
         Console(width=200).print(render(summaries))

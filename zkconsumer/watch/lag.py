@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from fetcher_manager.broker import Broker
 from fetcher_manager.kafka_wire import BrokerError, WireError
 from fetcher_manager.topic_partition import TopicPartition
+from zkconsumer.errors import InputError
 from zkconsumer.logsize import leader_log_ends
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_brokers
@@ -23,7 +24,7 @@ def parse_bootstrap(bootstrap: str) -> list[Broker]:
     for entry in bootstrap.split(","):
         host, _, port = entry.strip().rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(f"--bootstrap entry {entry.strip()!r} is not HOST:PORT")
+            raise InputError(f"--bootstrap entry {entry.strip()!r} is not HOST:PORT")
         brokers.append(Broker(-1, host.strip("[]"), int(port)))
     return brokers
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.topic_partition import TopicPartition
+from zkconsumer.errors import InputError
 from zkconsumer.watch import lag, model
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
@@ -46,7 +47,7 @@ class Notification:
 
 
 class GroupWatcher:
-    """Start with `start()` (raises ValueError if the group does not exist), read with `view()`, stop with
+    """Start with `start()` (raises InputError if the group does not exist), read with `view()`, stop with
     `stop()`. The caller owns `zk` and closes it after `stop()`."""
 
     def __init__(self, zk: ZkClient, group: str, *, bootstrap: list[Broker] | None = None,
@@ -78,7 +79,7 @@ class GroupWatcher:
 
     def start(self) -> GroupWatcher:
         if not self.zk.exists(layout.group_dir(self.group)):
-            raise ValueError(f"group {self.group!r} does not exist in ZooKeeper at {self.zk.connect}: "
+            raise InputError(f"group {self.group!r} does not exist in ZooKeeper at {self.zk.connect}: "
                              "check --group (see `zkconsumer groups list`) and --zookeeper")
         self.zk.on_state_change(lambda state: self._events.put(("state", state)))
         self._threads = [threading.Thread(target=self._read_loop, name="zkconsumer-watch-reader", daemon=True)]

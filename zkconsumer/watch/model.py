@@ -16,6 +16,7 @@ import click
 
 from fetcher_manager.topic_partition import TopicPartition
 from rebalance.subscription import Registration
+from zkconsumer.errors import InputError
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -192,9 +193,9 @@ def shown_partitions(data: GroupData) -> list[TopicPartition]:
 
 
 def read_group(zk: ZkClient, group: str) -> GroupData:
-    """The whole group in one pass of plain reads (no watches). Raises ValueError if the group does not exist."""
+    """The whole group in one pass of plain reads (no watches). Raises InputError if the group does not exist."""
     if not zk.exists(layout.group_dir(group)):
-        raise ValueError(f"group {group!r} does not exist in ZooKeeper at {zk.connect}: "
+        raise InputError(f"group {group!r} does not exist in ZooKeeper at {zk.connect}: "
                          "check --group (see `zkconsumer groups list`) and --zookeeper")
     data = GroupData(group)
     for consumer_id in sorted(zk.get_children(layout.ids_dir(group)) or []):

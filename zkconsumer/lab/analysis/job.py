@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis import predictions as sim
 from zkconsumer.lab.analysis.local_spark import bind_loopback
 from zkconsumer.lab.analysis.metrics import compute
@@ -83,7 +84,7 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     began = time.monotonic()
     runs = load_runs([Path(p) for p in run_dirs])
     if not runs:  # before a JVM is started for nothing
-        raise ValueError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}: give "
+        raise InputError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}: give "
                          "`lab run --out` directories or run directories")
     spark = spark or session()
     log.info("analysing %d runs", len(runs))

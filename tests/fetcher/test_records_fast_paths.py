@@ -78,6 +78,26 @@ def test_a_record_that_overruns_its_batch_is_still_reported() -> None:
         list(iter_message_batches(bytes(buf), len(buf), "t", 1))
 
 
+def _resealed(buf: bytearray) -> bytes:
+    """The batch with its length field and CRC made to fit its (altered) bytes, as a well-behaved broker's would."""
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("alter", ["stray bytes", "one record more than present", "value past the batch's end"])
+def test_malformed_records_under_a_valid_crc_are_reported_not_decoded(alter: str) -> None:
+    buf = bytearray(record_batch(3, [(b"k", b"v" * 10)]))
+    if alter == "stray bytes":
+        buf += b"\x00\x00\x00"
+    elif alter == "one record more than present":
+        struct.pack_into(">i", buf, 57, 2)  # the record count
+    else:
+        del buf[-4:]  # the value and the header count: the record's length now runs past the batch
+    with pytest.raises(InvalidMessageError, match="malformed record in batch at offset 3"):
+        _decoded(_resealed(buf))
+
+
 def test_consumed_offset_is_a_plain_attribute_kept_in_step_with_its_setter() -> None:
     info = PartitionTopicInfo("t", 0, ChunkQueue(1), 3, 3)
     info.consumed_offset = 9

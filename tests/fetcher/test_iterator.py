@@ -81,6 +81,20 @@ def test_records_below_the_consumed_offset_are_skipped(queue: ChunkQueue) -> Non
     assert info.consumed_offset == 10
 
 
+def test_a_consumed_offset_moved_forward_mid_batch_skips_the_rest_below_it(queue: ChunkQueue) -> None:
+    # The fetcher's auto.offset.reset moves the consumed offset while the application is inside a batch (0.8 does the
+    # same): the iterator checks every message, not only a batch's first, so nothing below it is handed out.
+    info = PartitionTopicInfo("t", 0, queue, 0, 0)
+    queue.put(chunk(info, 0, batch(0, 6), batch(6, 2)))
+    it = iter(KafkaStream(queue, 20))
+    assert next(it).offset == 0
+    info.consumed_offset = 4
+    assert [m.offset for m in _take(it, 4)] == [4, 5, 6, 7]
+    info.consumed_offset = 100
+    with pytest.raises(ConsumerTimeoutError):
+        next(it)
+
+
 def test_consumed_below_fetch_offset_jumps_forward(queue: ChunkQueue, caplog: pytest.LogCaptureFixture) -> None:
     info = PartitionTopicInfo("t", 0, queue, 2, 5)
     queue.put(chunk(info, 5, batch(5, 2)))
@@ -150,6 +164,21 @@ def test_messages_per_sec_counts_a_batch_once_its_last_message_is_handed_out(que
     with pytest.raises(ConsumerTimeoutError):
         next(it)
     assert counts() == (5, 5)  # and nothing twice
+
+
+def test_messages_per_sec_counts_what_a_cleared_batch_had_handed_out(queue: ChunkQueue) -> None:
+    registry = MetricsRegistry()
+    info = PartitionTopicInfo("t", 0, queue, 0, 0)
+    queue.put(chunk(info, 0, batch(0, 5)))
+    stream = KafkaStream(queue, 20, client_id="cid", metrics=registry)
+    it = iter(stream)
+    assert [m.offset for m in _take(it, 2)] == [0, 1]
+    stream.clear()
+    name = metric_name("kafka.consumer", "ConsumerTopicMetrics", "MessagesPerSec", clientId="cid")
+    assert registry.snapshot()[name]["count"] == 2
+    queue.put(chunk(info, 2, batch(2, 3)))
+    assert [m.offset for m in _take(it, 3)] == [2, 3, 4]
+    assert registry.snapshot()[name]["count"] == 5
 
 
 def _take(it: Iterator[MessageAndMetadata], n: int) -> list[MessageAndMetadata]:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.lab.designs import is_zookeeper_design
+
 T0 = 1_700_000_000.0  # a realistic wall clock: differences of such values are what the job computes
 
 # the analysed fixture predicts up to this N only: the tail's length is a parameter, and the suite's time is not
@@ -70,6 +72,16 @@ class RunBuilder:
             self.add("run", "wire", t, proto="zk", link=member, conn=1, kind=kind, op=op, opcode=opcode,
                      event_type="NodeChildrenChanged" if kind == "event" else None)
 
+    def owner(self, t: float, member: str, op: str, tp: str, err: int = 0, group: str = "g") -> None:
+        """An owner-node create or delete as the ZooKeeper proxy records it: the request, then its reply (which
+        repeats the op and path, docs/wire.md); the path carries a chroot, as a member with one sends it."""
+        path = f"/lab/consumers/{group}/owners/{tp}"
+        opcode = {"create": 1, "delete": 2}[op]
+        self.add("run", "wire", t - 0.001, proto="zk", link=member, conn=1, kind="request", op=op, opcode=opcode,
+                 path=path)
+        self.add("run", "wire", t, proto="zk", link=member, conn=1, kind="reply", op=op, opcode=opcode, path=path,
+                 err=err, err_name={0: "OK", -110: "NodeExists"}.get(err))
+
     def kafka(self, t: float, member: str, api: str, key: int, kind: str = "request", error: str | None = None,
               n: int = 1) -> None:
         for _ in range(n):
@@ -104,7 +116,8 @@ class RunBuilder:
     def write(self) -> Path:
         traces = self.path / "traces"
         traces.mkdir(parents=True, exist_ok=True)
-        timeout = ({"zk": {"zookeeper.session.timeout.ms": self.session_timeout_ms}} if self.design == "zk"
+        timeout = ({"zk": {"zookeeper.session.timeout.ms": self.session_timeout_ms}}
+                   if is_zookeeper_design(self.design)
                    else {"coordinator": {"session_timeout_ms": self.session_timeout_ms}})
         manifest = {
             "schema_version": 1, "scenario": self.scenario, "case": self.case, "design": self.design, "seed": 1,
@@ -250,6 +263,60 @@ def split_coordinator(root: Path) -> RunBuilder:
     b.phase(25, "done")
     b.generation(25.5, "m0", 2, "revoked", ["t/0"])
     b.generation(25.5, "m1", 2, "revoked", ["t/1"])
+    b.write()
+    return b
+
+
+def split_original(root: Path) -> RunBuilder:
+    """The original 0.8.2.2 consumer on the same group (a hand-built rendering input until real runs exist): its
+    members report no claims or fetchers (docs/traces.md), so what they own is only on the wire.
+
+    m2 joins at 12 s: its claim of t/0 at 12.2 is refused (NodeExists, m0 still owns it); m1 deletes t/1 at 12.2
+    and m0 t/0 at 12.25, they claim them back at 12.45 and 12.4. m1 leaves at 20 s: it closed its session at
+    19.8 (its owner node goes with it), m0 deletes and recreates t/0 (20.1, 20.2), m2 claims t/1 at 20.3."""
+    b = RunBuilder(root, "split", "original", scenario="split")
+    b.phase(0, "setup")
+    b.phase(1, "initial")
+    b.owner(4.9, "m0", "create", "t/0")
+    b.owner(4.95, "m1", "create", "t/1")
+    b.produce(6, "t", 0, 0, 99)
+    b.produce(6, "t", 1, 0, 49)
+    b.consume(8, "m0", "t", 0, 0, 39)
+    b.consume(8, "m1", "t", 1, 0, 49)
+    b.phase(10, "settled")
+    b.phase(10, "churn")
+    b.membership(12, "join", ["m2"], 0)
+    b.zk(12.05, "m0", kind="event", op=None, opcode=None)
+    b.zk(12.05, "m1", kind="event", op=None, opcode=None)
+    for member in ("m0", "m1", "m2"):
+        b.event(12.1, member, "rebalance_begin", rebalance=1)
+        b.event(12.1, member, "attempt_begin", rebalance=1, attempt=1)
+    b.owner(12.2, "m2", "create", "t/0", err=-110)
+    b.event(12.21, "m2", "attempt_end", rebalance=1, attempt=1, result="conflict")
+    b.owner(12.2, "m1", "delete", "t/1")
+    b.owner(12.25, "m0", "delete", "t/0")
+    b.owner(12.4, "m0", "create", "t/0")
+    b.owner(12.45, "m1", "create", "t/1")
+    b.event(12.5, "m0", "attempt_end", rebalance=1, attempt=1, result="ok")
+    b.event(12.5, "m1", "attempt_end", rebalance=1, attempt=1, result="ok")
+    b.event(12.6, "m2", "attempt_end", rebalance=1, attempt=2, result="ok")
+    b.stable(13.0, 1, 1.0)
+    b.zk(19.8, "m1", op="closeSession", opcode=-11)
+    b.membership(20.0, "leave", ["m1"], 1)
+    b.zk(20.05, "m0", kind="event", op=None, opcode=None)
+    b.zk(20.05, "m2", kind="event", op=None, opcode=None)
+    b.event(20.06, "m0", "rebalance_begin", rebalance=2)
+    b.event(20.06, "m2", "rebalance_begin", rebalance=2)
+    b.owner(20.1, "m0", "delete", "t/0")
+    b.owner(20.2, "m0", "create", "t/0")
+    b.owner(20.3, "m2", "create", "t/1")
+    b.event(20.35, "m0", "attempt_end", rebalance=2, attempt=1, result="ok")
+    b.event(20.35, "m2", "attempt_end", rebalance=2, attempt=1, result="ok")
+    b.stable(20.5, 2, 0.5)
+    b.consume(21, "m0", "t", 0, 40, 99)
+    b.phase(25, "done")
+    b.zk(25.6, "m0", op="closeSession", opcode=-11)  # after done: not counted
+    b.zk(25.6, "m2", op="closeSession", opcode=-11)
     b.write()
     return b
 

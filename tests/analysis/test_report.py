@@ -15,7 +15,7 @@ from zkconsumer.lab.analysis import AnalysisResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium), so the report's "
+    CHROMIUM is None, reason="missing tool: chromium (Debian: apt-get install chromium), so the report's "
                              "rendering cannot be checked in a browser")
 
 

@@ -157,22 +157,26 @@ def timeline_figure(tl: Timeline) -> go.Figure:
             count += delta
             since = t
     members = sorted(bars, key=lambda m: (len(m), m))
+    # a design that reports no fetchers: what it held is its owner nodes, read off the wire
+    held = "owner nodes held" if tl.design in OWNERS_FROM_WIRE else "partitions fetched"
     fig = go.Figure()
     for member in members:
         segs = bars[member]
         fig.add_trace(go.Bar(y=[member] * len(segs), x=[e - s for s, e, _ in segs], base=[s for s, _, _ in segs],
                              orientation="h", marker={"color": COLORS.get(tl.design), "opacity": 0.8},
                              text=[str(n) for _, _, n in segs], textposition="inside", showlegend=False,
-                             hovertemplate=f"{member}: %{{text}} partitions from %{{base:.3f}} s<extra></extra>"))
+                             hovertemplate=f"{member}: %{{text}} {held} from %{{base:.3f}} s<extra></extra>"))
     fig.add_vline(x=0, line={"color": "black"}, annotation_text=f"{tl.action} {tl.members}")
     title = f"{DESIGN_NAMES.get(tl.design, tl.design)}: ownership around one change ({tl.case})"
+    if tl.design in OWNERS_FROM_WIRE:
+        title += ", owner nodes from the wire"
     if tl.stable_s is not None:
         fig.add_vline(x=tl.stable_s, line={"color": "green", "dash": "dash"}, annotation_text="stable",
                       annotation_position="bottom right")
     fig.update_layout(title=title, barmode="overlay", height=140 + 28 * max(1, len(members)),
                       xaxis={"title": "seconds from the membership change", "range": [
                           min((s for segs in bars.values() for s, _, _ in segs), default=-1.0), tl.window_s]},
-                      yaxis={"title": "member (bar text: partitions fetched)", "categoryorder": "array",
+                      yaxis={"title": f"member (bar text: {held})", "categoryorder": "array",
                              "categoryarray": members[::-1]})
     return fig
 
@@ -183,6 +187,8 @@ COMPARISON = [  # (label, runs column, digits)
     ("attempts", "attempts", 0),
     ("conflicts", "conflicts", 0),
     ("owner NodeExists", "owner_conflicts", 0),  # from the wire: ZooKeeper designs only
+    ("rebalance failures", "rebalance_failures", 0),
+    ("session expiries", "session_expiries", 0),
     ("stable s*", "time_to_stable_s", 2),
     ("converged s", "max_convergence_s", 2),
     ("stop-the-world s (max)", "max_pause_s", 2),
@@ -268,7 +274,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
 td:first-child,td:nth-child(2){text-align:left}
-table.cmp td.coord{background:#fff5f5}table.cmp td.orig{background:#f3faf3}td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
+table.cmp td.coord{background:#fff5f5}table.cmp td.orig{background:#f3faf3}
+td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
 table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;color:#555;max-width:70em}
 """
 

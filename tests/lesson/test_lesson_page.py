@@ -147,8 +147,9 @@ DRIVER = """<script>
     const box = document.getElementById('coord-state');
     out.push({p, position: document.getElementById('position').textContent, state: box.dataset.state,
       on: box.querySelector('.on') && box.querySelector('.on').textContent, generation: box.dataset.generation,
-      zk: owners('zk-owners'), coordinator: owners('coord-owners'), title: document.querySelector('#current .title')
-        .textContent});
+      zk: owners('zk-owners'), coordinator: owners('coord-owners'), original: owners('original-owners'),
+      panes: document.querySelectorAll('section.pane').length,
+      title: document.querySelector('#current .title').textContent});
   }
   const pre = document.createElement('pre'); pre.id = 'lesson-test-out';
   pre.textContent = JSON.stringify({max: Number(slider.max), errors: window.__errors, positions: out});
@@ -158,7 +159,11 @@ DRIVER = """<script>
 ERRORS = "<script>window.__errors = []; addEventListener('error', (e) => __errors.push(String(e.message)));</script>"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package chromium) is not installed")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="missing tool: headless Chromium (Debian package "
+                                                             "chromium) is not installed")
+
+
+@needs_chromium
 def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path) -> None:
     page = write_lesson(lesson, tmp_path / "lesson.html")
     text = page.read_text(encoding="utf-8")
@@ -199,3 +204,104 @@ def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path)
                            f"--screenshot={shot}", f"{page.as_uri()}#step={position}"])
     assert shot.exists() and shot.stat().st_size > 10_000, result.stderr[-2000:]
     print(f"lesson page screenshot (step {position}): {shot}")
+
+
+# --- the original design as a third column ----------------------------------------------------------------------
+
+# What an "original" run's members write (docs/traces.md): no per-partition events, no fetchers, no commits.
+ORIGINAL_KINDS = {"rebalance_begin", "attempt_begin", "attempt_end", "rebalance_end", "state", "session"}
+
+
+def relabel_as_original(zk_run: Path, target: Path) -> Path:
+    """A copy of a real "zk" run directory relabelled "original", with what the original's members do not
+    report dropped; its wire records (the owner-node creates and deletes included) are kept as they were."""
+    shutil.copytree(zk_run, target)
+    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    manifest["design"] = "original"
+    manifest["run_id"] = f"{manifest.get('run_id')}-as-original"
+    (target / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for trace in (target / "traces").glob("*.jsonl"):
+        kept = []
+        for line in trace.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record["type"] == "member_event" and record["kind"] not in ORIGINAL_KINDS:
+                continue
+            kept.append(json.dumps({**record, "design": "original"}))
+        trace.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    return target
+
+
+@pytest.fixture(scope="module")
+def three_designs(lesson_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Lesson:
+    """The lesson run with a third design: a rendering test of the original's column until the lab driver
+    produces real "original" runs (their end-to-end test is the driver's)."""
+    out = tmp_path_factory.mktemp("three") / "run"
+    shutil.copytree(lesson_run, out)
+    zk_run = next(out.glob("**/zk/manifest.json")).parent
+    relabel_as_original(zk_run, zk_run.parent / "original")
+    return build_lesson(out)
+
+
+def wire_owners_at(records: list[dict[str, Any]], ts: float) -> dict[str, str]:
+    """Owner nodes from the ZooKeeper proxy's replies, folded up to `ts`: partition -> the member whose link
+    created it (no lesson code)."""
+    owners: dict[str, str] = {}
+    for r in records:
+        if r["ts"] > ts + 1e-9:
+            break
+        if r["type"] != "wire" or r.get("proto") != "zk" or r["kind"] != "reply":
+            continue
+        found = re.search(r"/owners/([^/]+)/(\d+)$", r.get("path") or "")
+        if not found:
+            continue
+        p = f"{found.group(1)}/{found.group(2)}"
+        if r["op"] == "create" and r["err"] == 0:
+            owners[p] = r["link"]
+        elif r["op"] == "delete" and owners.get(p) == r["link"]:
+            del owners[p]
+    return owners
+
+
+def test_the_original_is_replayed_from_the_wire(three_designs: Lesson) -> None:
+    assert list(three_designs.designs) == ["zk", "original", "coordinator"]
+    replay = three_designs.designs["original"]
+    records, start, _ = _window(three_designs, "original")
+    claims = [s for s in replay.steps if s.kind == "claim"]
+    assert claims and all(s.member for s in claims)
+    assert not [s for s in replay.steps if s.kind in ("fetch", "stop-fetchers", "commit")]  # not reported
+    for step in replay.steps:
+        assert {p: n["thread"] for p, n in step.state["owners"].items()} == wire_owners_at(records, start + step.t)
+    # the same traces as our design's: in the end the same members own the same partitions
+    ours = three_designs.designs["zk"].steps[-1].state["owners"]
+    assert {p: n["thread"] for p, n in replay.steps[-1].state["owners"].items()} == {
+        p: n["thread"].rsplit("-", 1)[0] for p, n in ours.items()}
+    assert replay.steps[-1].state["counters"] == three_designs.designs["zk"].steps[-1].state["counters"]
+    assert len(three_designs.timeline) == sum(len(r.steps) for r in three_designs.designs.values())
+
+
+@needs_chromium
+def test_the_page_shows_the_original_as_a_third_column(three_designs: Lesson, tmp_path: Path) -> None:
+    page = write_lesson(three_designs, tmp_path / "three.html")
+    text = page.read_text(encoding="utf-8")
+    driven = tmp_path / "driven.html"
+    driven.write_text(text.replace("<head>", "<head>" + ERRORS, 1).replace("</body>", DRIVER + "</body>", 1))
+    result = _run_browser([f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
+                           "--dump-dom", driven.as_uri()])
+    found = re.search(r'<pre id="lesson-test-out">(.*?)</pre>', result.stdout, re.S)
+    assert found, f"no driver output; chromium exit {result.returncode}: {result.stderr[-2000:]}"
+    shown = json.loads(html.unescape(found.group(1)))
+    assert shown["errors"] == [] and shown["max"] == len(three_designs.timeline)
+    records, start, _ = _window(three_designs, "original")
+    last = -1
+    for p, dom in enumerate(shown["positions"]):
+        assert dom["panes"] == 3
+        if p and three_designs.timeline[p - 1]["design"] == "original":
+            last = three_designs.timeline[p - 1]["index"]
+        ts = start + (three_designs.designs["original"].steps[last].t if last >= 0 else 0.0)
+        assert {k: v for k, v in dom["original"].items() if v != "none"} == wire_owners_at(records, ts), p
+    assert len({json.dumps(d["original"], sort_keys=True) for d in shown["positions"]}) > 2
+    shot = tmp_path / "three.png"
+    result = _run_browser([f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1900,1300",
+                           f"--screenshot={shot}", f"{page.as_uri()}#step={most_interesting(three_designs)}"])
+    assert shot.exists() and shot.stat().st_size > 10_000, result.stderr[-2000:]
+    print(f"three-design lesson page screenshot: {shot}")

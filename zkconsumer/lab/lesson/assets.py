@@ -2,7 +2,9 @@
 
 The player only renders the states `steps.py` computed: slider position 0 is the moment of the change, position
 i > 0 is the i-th step of the merged timeline; each design shows its state after its latest step at or before
-that position. `#step=N` in the address opens the page at position N.
+that position. Each ZooKeeper design (ours, and the original when the case ran it) has a pane of its own whose
+element ids start with the design's name (`zk-owners`, `original-owners`). `#step=N` in the address opens the
+page at position N.
 """
 
 CSS = r"""
@@ -16,13 +18,14 @@ header h1 { font-size: 18px; margin: 0 0 2px; } header p { margin: 0; color: #b9
 #slider { flex: 1; }
 #position { font-variant-numeric: tabular-nums; min-width: 210px; text-align: right; }
 #current { margin: 10px 18px; padding: 10px 14px; background: #fff; border-left: 6px solid #888; }
-#current.zk { border-color: #2f7d4a; } #current.coordinator { border-color: #2b5fa8; }
+#current.zk { border-color: #2f7d4a; } #current.original { border-color: #8a5a00; }
+#current.coordinator { border-color: #2b5fa8; }
 #current .title { font-weight: 600; font-size: 16px; } #current .why { color: #444; }
 #current .where { font-size: 12px; color: #555; margin-top: 4px; } #current code { background: #eef; }
 #current ul { margin: 4px 0 0; padding-left: 18px; font: 12px monospace; max-height: 90px; overflow: auto; }
 main { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; padding: 0 18px 18px; }
 section.pane { background: #fff; padding: 10px 14px; border-top: 5px solid #2f7d4a; opacity: 1; }
-section.pane.coordinator { border-color: #2b5fa8; }
+section.pane.coordinator { border-color: #2b5fa8; } section.pane.original { border-color: #8a5a00; }
 section.pane.idle { opacity: .8; }
 section.pane h2 { font-size: 16px; margin: 0 0 6px; }
 .counters { display: flex; gap: 10px; flex-wrap: wrap; margin: 6px 0; }
@@ -107,20 +110,20 @@ function stepLog(el, design, idx) {
   if (now) el.scrollTop = now.offsetTop - el.offsetTop - 60;
 }
 
-function renderZk(idx, current) {
-  const s = stateOf('zk', idx), prev = idx >= 0 ? stateOf('zk', idx - 1) : null;
-  $('zk-pane').classList.toggle('idle', !current);
-  counters($('zk-counters'), s.counters, prev && prev.counters);
+function renderZk(design, idx, current) {  // a ZooKeeper design's pane: its element ids start with its name
+  const s = stateOf(design, idx), prev = idx >= 0 ? stateOf(design, idx - 1) : null;
+  $(design + '-pane').classList.toggle('idle', !current);
+  counters($(design + '-counters'), s.counters, prev && prev.counters);
   const prevRows = prev && new Map(Object.entries(prev.owners).map(([p, n]) => [p, n.thread]));
-  ownerTable($('zk-owners'), s.partitions.map((p) => [p, s.owners[p] ? s.owners[p].thread : null]), prevRows);
+  ownerTable($(design + '-owners'), s.partitions.map((p) => [p, s.owners[p] ? s.owners[p].thread : null]), prevRows);
   const members = Object.keys(s.members), marks = {};
   members.forEach((m) => {
     const st = s.members[m].status || '';
     marks[m] = {text: st, dot: s.notified.includes(m),
       fill: st.startsWith('backoff') ? '#fde2e1' : st.startsWith('rebalancing') ? '#fff4c2' : '#fff'};
   });
-  diagram($('zk-diagram'), 'ZooKeeper', members, marks, current ? L.designs.zk.steps[idx] : null);
-  const group = L.designs.zk.group, topics = {};
+  diagram($(design + '-diagram'), 'ZooKeeper', members, marks, current ? L.designs[design].steps[idx] : null);
+  const group = L.designs[design].group, topics = {};
   s.partitions.forEach((p) => { const t = p.slice(0, p.lastIndexOf('/')); (topics[t] = topics[t] || []).push(p); });
   let tree = `/consumers/${group}\n  ids/\n` + Object.entries(s.ids).map(([m, n]) =>
     `    ${m}${n.orphan ? ' <span class="orphan">(dead session, not expired yet)</span>' : ''}\n`).join('');
@@ -132,8 +135,8 @@ function renderZk(idx, current) {
   tree += '  offsets/\n' + Object.entries(topics).map(([t, ps]) => `    ${t}/\n` + ps.map((p) =>
     `      ${p.slice(t.length + 1)} = ${p in s.offsets ? s.offsets[p] : '—'}` +
     `${p in s.consumed ? ' (handed out up to ' + (s.consumed[p] - 1) + ')' : ''}\n`).join('')).join('');
-  $('zk-tree').innerHTML = tree;
-  stepLog($('zk-log'), 'zk', idx);
+  $(design + '-tree').innerHTML = tree;
+  stepLog($(design + '-log'), design, idx);
 }
 
 function renderCoord(idx, current) {
@@ -159,7 +162,7 @@ function renderCoord(idx, current) {
 
 function render() {
   const entry = pos > 0 ? L.timeline[pos - 1] : null;
-  if (L.designs.zk) renderZk(latest('zk', pos), entry && entry.design === 'zk');
+  for (const d of L.zk_panes) if (L.designs[d]) renderZk(d, latest(d, pos), entry && entry.design === d);
   if (L.designs.coordinator) renderCoord(latest('coordinator', pos), entry && entry.design === 'coordinator');
   $('slider').value = pos;
   $('position').textContent = `step ${pos} / ${L.timeline.length}` +
@@ -168,12 +171,12 @@ function render() {
   cur.className = entry ? entry.design : '';
   if (!entry) {
     cur.innerHTML = `<div class="title">Before the change: ${esc(L.change)}</div><div class="why">Move the slider ` +
-      'or press play. Each step is one record of the run\'s traces; both designs start at their own change.</div>';
+      'or press play. Each step is one record of the run\'s traces; each design starts at its own change.</div>';
   } else {
     const s = L.designs[entry.design].steps[entry.index];
     const where = s.code ? `<a href="${esc(s.code.href)}">${esc(s.code.path)}:${s.code.line}</a> ` +
       `<code>${esc(s.code.name)}</code>` : '';
-    const name = entry.design === 'zk' ? 'ZooKeeper' : 'coordinator';
+    const name = L.labels[entry.design] || entry.design;
     cur.innerHTML = `<div class="title">[${name}] ${esc(s.title)}</div>` +
       `<div class="why">${esc(s.explain)}</div><div class="where">in this repo: ${where}` +
       `${s.kafka && s.kafka !== '—' ? ' · Kafka: <code>' + esc(s.kafka) + '</code>' : ''}</div>` +
@@ -197,7 +200,7 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === 'ArrowLeft') go(pos - 1);
   else if (e.key === ' ') { e.preventDefault(); play(); }
 });
-for (const [design, log] of [['zk', 'zk-log'], ['coordinator', 'coord-log']]) {
+for (const [design, log] of [...L.zk_panes.map((d) => [d, d + '-log']), ['coordinator', 'coord-log']]) {
   if (!L.designs[design]) {
     $(log).closest('section').innerHTML += '<p>This design was not run for this case.</p>';
     continue;

@@ -1,6 +1,6 @@
 """The lesson's data: steps, the code that performs each, and the run directories one lesson is built from.
 
-A lesson replays one membership change of one lab case on both designs (docs/lesson.md). Every step is one
+A lesson replays one membership change of one lab case on each design it ran (docs/lesson.md). Every step is one
 thing that happened on the wire or in a member, taken from the run's traces (docs/traces.md), with the state
 of its design *after* it: the ZooKeeper design's znode tree and members, or the coordinator design's group
 state and members. The page only renders these states; all the reasoning about the traces is here in Python.
@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.lab.designs import DESIGNS
 from zkconsumer.lab.trace import RunDirectory
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +56,7 @@ def code_ref(target: Callable[..., Any] | type) -> CodeRef:
 class Step:
     """One step of one design, and that design's state after it."""
 
-    design: str  # "zk" | "coordinator"
+    design: str  # a design of zkconsumer/lab/designs.py
     t: float  # seconds since this design's membership change
     kind: str  # e.g. "notify", "reads", "claim", "JoinGroup-request", "state"
     title: str  # what happened, one line
@@ -103,7 +104,7 @@ class RunPair:
 
 def find_runs(path: Path, case: str | None = None) -> RunPair:
     """The run directories of one case: `path` is a `lab run --out` directory, a case directory or a run
-    directory. The first case (sorted) with a completed run of each design wins unless `case` names one."""
+    directory. The first case (sorted) with a run of the most designs wins unless `case` names one."""
     path = Path(path)
     by_case: dict[Path, dict[str, Path]] = {}
     for manifest_path in sorted(path.glob("**/manifest.json")):
@@ -114,8 +115,8 @@ def find_runs(path: Path, case: str | None = None) -> RunPair:
         by_case.setdefault(run_dir.parent, {})[manifest["design"]] = run_dir
     if not by_case:
         raise LessonError(f"{path}: no lab run directory (manifest.json) found" + (f" for case {case}" if case else ""))
-    both = [c for c, runs in by_case.items() if {"zk", "coordinator"} <= set(runs)]
-    case_dir = both[0] if both else next(iter(by_case))
+    # the first case (sorted) with the most designs: all three when the original ran, else both of ours
+    case_dir = max(by_case, key=lambda c: len(set(by_case[c]) & set(DESIGNS)))
     runs = by_case[case_dir]
     return RunPair(case_dir, runs, {d: RunDirectory.load(p) for d, p in runs.items()})
 

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.lab.designs import DESIGNS, LABELS, is_zookeeper_design
 from zkconsumer.lab.lesson.assets import CSS, JS
 from zkconsumer.lab.lesson.model import REPO_ROOT, Lesson
 
@@ -32,15 +33,8 @@ PAGE = """<!doctype html>
   <span id="position"></span>
 </div>
 <div id="current"></div>
-<main>
-<section class="pane zk" id="zk-pane">
-  <h2>ZooKeeper design <small>(0.8 ZookeeperConsumerConnector; orange dot: notified)</small></h2>
-  <div class="counters" id="zk-counters"></div>
-  <svg class="diagram" id="zk-diagram"></svg>
-  <div class="cols"><div><h3>znodes</h3><pre class="tree" id="zk-tree"></pre></div>
-  <div><h3>owners</h3><table id="zk-owners"></table></div></div>
-  <h3>steps</h3><ol class="log" id="zk-log"></ol>
-</section>
+<main style="grid-template-columns: repeat({columns}, 1fr)">
+{zk_panes}
 <section class="pane coordinator" id="coord-pane">
   <h2>coordinator design <small>(broker-side GroupCoordinator)</small></h2>
   <div class="counters" id="coord-counters"></div>
@@ -58,6 +52,26 @@ PAGE = """<!doctype html>
 """
 
 
+# One pane per ZooKeeper design; its element ids start with the design's name (the player looks them up so).
+ZK_PANE = """<section class="pane zk {design}" id="{design}-pane">
+  <h2>{label} <small>({what}; orange dot: notified)</small></h2>
+  <div class="counters" id="{design}-counters"></div>
+  <svg class="diagram" id="{design}-diagram"></svg>
+  <div class="cols"><div><h3>znodes</h3><pre class="tree" id="{design}-tree"></pre></div>
+  <div><h3>{owners}</h3><table id="{design}-owners"></table></div></div>
+  <h3>steps</h3><ol class="log" id="{design}-log"></ol>
+</section>"""
+ZK_WHAT = {"zk": ("this project's ZookeeperConsumerConnector", "owners"),
+           "original": ("Kafka 0.8.2.2's own connector, owners read off the wire", "owners (member whose link "
+                                                                                    "created the node)")}
+
+
+def zk_panes(lesson: Lesson) -> list[str]:
+    """Our ZooKeeper design always has its pane (it says when it was not run); the original's only when the
+    case ran it, so a two-design lesson looks as it did."""
+    return [d for d in DESIGNS if is_zookeeper_design(d) and (d == "zk" or d in lesson.designs)]
+
+
 def lesson_data(lesson: Lesson, page_dir: Path) -> dict[str, Any]:
     designs: dict[str, Any] = {}
     for design, replay in lesson.designs.items():
@@ -70,7 +84,7 @@ def lesson_data(lesson: Lesson, page_dir: Path) -> dict[str, Any]:
     change = next(iter(lesson.designs.values())).change
     what = f"{change['action']} {', '.join(change['members'])}" + (" (restart)" if change.get("restart") else "")
     return {"scenario": lesson.scenario, "case": lesson.case, "change": what, "change_step": lesson.change_index,
-            "designs": designs, "timeline": lesson.timeline}
+            "designs": designs, "timeline": lesson.timeline, "labels": LABELS, "zk_panes": zk_panes(lesson)}
 
 
 def _group(steps: list[Any]) -> str:
@@ -87,7 +101,8 @@ def render(lesson: Lesson, page_dir: Path) -> str:
     stable = ", ".join(f"{d}: {r.stable_s:.2f} s" if r.stable_s is not None else f"{d}: not before the next change"
                        for d, r in lesson.designs.items())
     title = f"Rebalance lesson: {lesson.scenario} / {lesson.case}, churn step {lesson.change_index}"
-    subtitle = (f"{data['change']} — replayed from the run's traces on both designs; time to stable {stable}. "
+    designs = "both designs" if len(lesson.designs) == 2 else f"{len(lesson.designs)} designs"
+    subtitle = (f"{data['change']} — replayed from the run's traces on {designs}; time to stable {stable}. "
                 "← → step, space plays.")
     docs = Path("docs/lesson.md")
     runs = html.escape(", ".join(str(r.run_dir) for r in lesson.designs.values()))
@@ -95,8 +110,11 @@ def render(lesson: Lesson, page_dir: Path) -> str:
               f"states are derived: <a href=\"{html.escape(_rel(REPO_ROOT / docs, page_dir))}\">docs/lesson.md</a>.")
     # `</` inside a script element would end it early: JSON allows the escaped form.
     payload = json.dumps(data, separators=(",", ":"), default=str).replace("</", "<\\/")
+    panes = data["zk_panes"]
+    zk_html = "\n".join(ZK_PANE.format(design=d, label=html.escape(LABELS[d]), what=html.escape(ZK_WHAT[d][0]),
+                                       owners=html.escape(ZK_WHAT[d][1])) for d in panes)
     return PAGE.format(title=html.escape(title), subtitle=html.escape(subtitle), css=CSS, js=JS, data=payload,
-                       footer=footer)
+                       footer=footer, columns=len(panes) + 1, zk_panes=zk_html)
 
 
 def _rel(target: Path, page_dir: Path) -> str:
@@ -112,9 +130,10 @@ def write_lesson(lesson: Lesson, out: Path) -> Path:
 
 def most_interesting(lesson: Lesson) -> int:
     """The slider position to show first in a screenshot: the most ZooKeeper partitions unowned at once (the
-    gap the 0.8 design leaves between release and claim), with the coordinator's state at that time."""
+    gap the 0.8 design leaves between release and claim), with the other designs' state at that time."""
     best, best_score = 0, -1
-    focus = "zk" if "zk" in lesson.designs else "coordinator"  # a coordinator-only lesson: its most unowned
+    # ours first, else the original, else (a coordinator-only lesson) the coordinator's most unowned
+    focus = next(d for d in DESIGNS if d in lesson.designs)
     for position, entry in enumerate(lesson.timeline, start=1):
         if entry["design"] != focus:
             continue

@@ -1,23 +1,25 @@
-"""Build a lesson from one lab case: both designs' steps, merged on one timeline.
+"""Build a lesson from one lab case: every design's steps (two or three, designs.py), merged on one timeline.
 
     lesson = build_lesson(Path("results/lesson"))     # a `lab run --out` directory, a case or a run directory
     lesson.designs["zk"].steps[3].title, lesson.designs["coordinator"].steps[-1].state["group"]
 
-Each design's time starts at its own membership change (the two designs run one after the other, on the same
-schedule), so the slider walks both replays side by side on a common "seconds since the change" axis.
+Each design's time starts at its own membership change (the designs run one after the other, on the same
+schedule), so the slider walks the replays side by side on a common "seconds since the change" axis.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from zkconsumer.lab.designs import DESIGNS
 from zkconsumer.lab.lesson.coord_steps import build_coordinator
 from zkconsumer.lab.lesson.model import DesignReplay, Lesson, LessonError, find_runs
+from zkconsumer.lab.lesson.original_steps import build_original
 from zkconsumer.lab.lesson.replay import change_window, load_records
 from zkconsumer.lab.lesson.zk_steps import build_zk
 
-BUILDERS = {"zk": build_zk, "coordinator": build_coordinator}
-DESIGN_ORDER = ("zk", "coordinator")
+BUILDERS = {"zk": build_zk, "original": build_original, "coordinator": build_coordinator}
+DESIGN_ORDER = DESIGNS  # the page's columns, left to right: ours, the original, the coordinator
 
 
 def build_design(run_dir: Path, design: str, step: int | None = None) -> DesignReplay:
@@ -40,6 +42,6 @@ def build_lesson(path: Path, *, case: str | None = None, step: int | None = None
 
 
 def merge_timeline(designs: dict[str, DesignReplay]) -> list[dict[str, object]]:
-    """Every step of every design, ordered by time since its change (ties: the ZooKeeper design first)."""
+    """Every step of every design, ordered by time since its change (ties: in DESIGN_ORDER)."""
     entries = [(s.t, DESIGN_ORDER.index(d), i) for d, replay in designs.items() for i, s in enumerate(replay.steps)]
     return [{"design": DESIGN_ORDER[order], "index": i, "t": t} for t, order, i in sorted(entries)]

@@ -65,13 +65,14 @@ def _consumer_member(path: str) -> str:
 
 
 class ZkSteps:
-    def __init__(self, records: list[dict[str, Any]], window: Window) -> None:
+    def __init__(self, records: list[dict[str, Any]], window: Window, design: str = "zk") -> None:
+        self.design = design  # a ZooKeeper design (designs.py): this one's steps, or the original's
         self.records = records
         self.members = members_in(records)
         self.partitions = sorted(self._all_partitions(), key=partition_key)
         initial = {"ids": {}, "owners": {}, "offsets": {}, "consumed": {}, "members": {m: {"status": "not started"}
                                                                         for m in self.members}, "notified": []}
-        self.replay = Replay("zk", window, initial)
+        self.replay = Replay(design, window, initial)
         self.replay.counter("requests", "ZooKeeper requests")
         self.replay.counter("notifications", "watch notifications")
         self.reads: dict[str, dict[str, Any]] = {}  # member -> the open group of reads
@@ -103,7 +104,7 @@ class ZkSteps:
 
     def _step(self, r: dict[str, Any], kind: str, title: str, explain: str, target: Any, kafka: str,
               mutation=None, **extra: Any) -> None:
-        step = Step("zk", 0.0, kind, title, explain, code_ref(target), kafka, **extra)
+        step = Step(self.design, 0.0, kind, title, explain, code_ref(target), kafka, **extra)
         self.replay.add(r["ts"], step, mutation)
 
     # --- the orchestrator ----------------------------------------------------------------------------

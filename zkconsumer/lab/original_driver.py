@@ -174,8 +174,10 @@ class _Jvm:
 
 
 def _escape(value: Any) -> str:
-    """A java.util.Properties value: backslashes, and the separators a key/value line would misread."""
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n")
+    """A java.util.Properties value: booleans as Java spells them (a scenario's TOML `false` is Python's False,
+    which 0.8.2.2's ConsumerConfig rejects), backslashes and newlines escaped."""
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def member_properties(settings: ZkMemberSettings) -> dict[str, Any]:

@@ -129,7 +129,7 @@ final class LabOriginalMember {
     }
 
     /**
-     * {session id, password as hex} of the connector's ZooKeeper session, by reflection along
+     * {session id, password as hex} of the connector's ZooKeeper session (null while it has none), by reflection along
      * ZookeeperConsumerConnector.scala's `private var zkClient: ZkClient` (compiled to the field
      * kafka$consumer$ZookeeperConsumerConnector$$zkClient), zkclient 0.3's `protected IZkConnection _connection` of
      * ZkClient, and ZkConnection.getZookeeper(). Null once the connector has closed it.
@@ -149,8 +149,8 @@ final class LabOriginalMember {
             Field connection = ZkClient.class.getDeclaredField("_connection");
             connection.setAccessible(true);
             ZooKeeper zk = ((ZkConnection) connection.get(client)).getZookeeper();
-            if (zk == null) {
-                return null;
+            if (zk == null || zk.getSessionId() == 0) {
+                return null; // no session yet: zkclient has made a new ZooKeeper that is still connecting
             }
             StringBuilder hex = new StringBuilder();
             for (byte b : zk.getSessionPasswd()) {

@@ -24,6 +24,7 @@ from zkconsumer.admin import alter_partitions, create_topic
 from zkconsumer.errors import UserError
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
+from zkconsumer.lab.naming import member_name, name_width
 from zkconsumer.lab.scenario import Case
 from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
@@ -42,10 +43,6 @@ Progress = Callable[[str], None]
 
 class LabRunError(UserError, RuntimeError):
     """A run could not complete (a member failed to start, the group never settled); names the log to read."""
-
-
-def member_name(index: int) -> str:
-    return f"m{index}"
 
 
 def make_driver(design: str, process_mode: str) -> DesignDriver:
@@ -93,6 +90,8 @@ class CaseRun:
         self._pending_change: tuple[int, float] | None = None  # (membership change number, when)
         self._changes = 0
         self._next_member = 0
+        indices = [self.scenario.group.members - 1, *(i for step in case.steps for i in step.members)]
+        self._name_width = name_width(max(indices))  # names padded alike in every run of the case (naming.py)
         self._load: LoadProducer | None = None
 
     # --- the run ---------------------------------------------------------------------------------------
@@ -178,7 +177,7 @@ class CaseRun:
         while remaining:
             wave = min(remaining, max(INITIAL_WAVE, self._next_member))
             for _ in range(wave):
-                self._join(driver, member_name(self._allocate()))
+                self._join(driver, self._name(self._allocate()))
             remaining -= wave
             self._await_stable(driver, self.scenario.settle_timeout, f"the initial group ({self._next_member} members)")
 
@@ -220,15 +219,15 @@ class CaseRun:
     def _apply(self, step, driver: DesignDriver, admin: ZkClient, topics: dict[str, int],
                t0: float) -> list[tuple[float, str]]:
         action = step.action
-        names = [member_name(i) for i in step.members]
+        names = [self._name(i) for i in step.members]
         resumes: list[tuple[float, str]] = []
         if step.kind == "join":
             for i, index in enumerate(step.members):
                 if i and action.interval:
                     time.sleep(action.interval)
                 self._allocate(index)
-                self._join(driver, member_name(index))
-                self._membership("join", [member_name(index)], step.index)
+                self._join(driver, self._name(index))
+                self._membership("join", [self._name(index)], step.index)
             return resumes
         if step.kind == "add_partitions":
             topic = self._topic_names[action.topic]
@@ -363,6 +362,9 @@ class CaseRun:
     def _join(self, driver: DesignDriver, name: str) -> None:
         self._apply_network(name)  # before it connects: a far member is far from its first packet
         driver.join(name)
+
+    def _name(self, index: int) -> str:
+        return member_name(index, self._name_width)
 
     def _allocate(self, index: int | None = None) -> int:
         if index is None:

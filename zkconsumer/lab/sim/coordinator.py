@@ -36,6 +36,7 @@ from typing import Any
 
 from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
+from zkconsumer.lab.naming import member_name, name_width
 from zkconsumer.lab.sim.latency import LatencyModel, MemberSampler, default_tables
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler
 
@@ -329,11 +330,13 @@ def simulate_coordinator(config: CoordinatorSimConfig) -> CoordinatorPrediction:
     model = _Model(config)
     sched = model.sched
     interval = config.heartbeat_interval_ms * MS
+    width = name_width(config.members)  # the joiner's index is config.members (naming.py)
     for i in range(config.members):  # the settled group: generation 1, heartbeats at random phases
-        member = _Member(f"m{i}", config.latency.sampler(config.seed, f"m{i}"), member_id=f"m{i}-{next(model.ids)}")
+        name = member_name(i, width)
+        member = _Member(name, config.latency.sampler(config.seed, name), member_id=f"{name}-{next(model.ids)}")
         model.members[member.member_id] = member
         member.stable = True
-        phase = random.Random(f"{config.seed}:m{i}#heartbeat").random()
+        phase = random.Random(f"{config.seed}:{name}#heartbeat").random()
         model.schedule_heartbeat(member, round(phase * interval))
         model.heard_from(member)
     model.leader = next(iter(model.members.values()), None)
@@ -344,7 +347,8 @@ def simulate_coordinator(config: CoordinatorSimConfig) -> CoordinatorPrediction:
     model.counting = True
     generation = model.generation
     if config.churn == "join":
-        joiner = _Member(f"m{config.members}", config.latency.sampler(config.seed, f"m{config.members}"))
+        name = member_name(config.members, width)
+        joiner = _Member(name, config.latency.sampler(config.seed, name))
         sched.call_at(change_at, lambda: model.find_coordinator(joiner))
     else:
         gone = list(model.members.values())[-1]

@@ -31,6 +31,7 @@ from rebalance.convergence import check_convergence
 from rebalance.events import MemberEvent, MemberState
 from rebalance.subscription import Registration
 from zkconsumer.lab.join_cost import accounted_requests
+from zkconsumer.lab.naming import member_name, name_width
 from zkconsumer.lab.sim.host import long_lived_heap, one_cpu
 from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler, SimulationError
@@ -70,6 +71,11 @@ class ZkSimConfig:
     join_gap_ms: int = 0
     settle_gap_ms: int = 1000
     horizon_s: float = 24 * 3600.0  # give up (settled=False) if events remain this long after the change
+
+    @property
+    def name_width(self) -> int:
+        """Member names padded as the lab pads them (naming.py), so both assign in the same order."""
+        return name_width(self.members + self.joiners - 1)
 
     def __post_init__(self) -> None:
         if self.churn not in CHURN_KINDS:
@@ -187,7 +193,7 @@ def _change(world: ZkWorld, admin: Any, streams: dict[str, int], began: float) -
     live = list(world.members)
     if config.churn == "join":
         for k in range(config.joiners):
-            joiner = SimMember(world, f"m{config.members + k}", chroot_checks=config.chroot)
+            joiner = SimMember(world, member_name(config.members + k, config.name_width), chroot_checks=config.chroot)
             live.append(joiner)
             joiner.spawn("caller", functools.partial(joiner.join, streams), at=change_at + k * config.join_gap_ms * MS)
     else:
@@ -238,7 +244,7 @@ def _start_settled_group(world: ZkWorld, streams: dict[str, int]) -> None:
 
     def start_all() -> None:
         for i in range(config.members):
-            member = SimMember(world, f"m{i}")
+            member = SimMember(world, member_name(i, config.name_width))
             world.members.append(member)
             member.build()
             register(member.client, config.group, member.consumer_id, registration, 0.0)

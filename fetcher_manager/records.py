@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 # aiokafka.record.default_records picks the compiled class and falls back to aiokafka's own pure-Python one where
@@ -138,24 +137,21 @@ def _decode_batch(buf: bytes, start: int, end: int, topic: str, partition: int) 
     return _messages(DefaultRecordBatch(view[start:end]), base, topic, partition)
 
 
-_OFFSET_KEY_VALUE = attrgetter("offset", "key", "value")
-
-
 def _messages(batch: Any, base: int, topic: str, partition: int) -> list[MessageAndMetadata]:
-    """The batch's records as messages. aiokafka parses each record in C (lengths, bounds, the bytes left over
-    at the end of the batch) and the attribute getter reads its three fields in C: the Python work left per
-    record is building the message (see _Unfrozen)."""
+    """The batch's records as messages. aiokafka parses each record in C (lengths, bounds, the bytes left over at
+    the end of the batch); the Python work left per record is reading its three fields and building the message
+    (see _Unfrozen). Reading them as attributes costs ~10% fewer instructions than an attrgetter's tuple."""
     out: list[MessageAndMetadata] = []
     append = out.append
     new, unfrozen, frozen = _new, _Unfrozen, MessageAndMetadata
     try:
-        for offset, key, value in map(_OFFSET_KEY_VALUE, batch):
+        for record in batch:
             message = new(unfrozen)
             message.topic = topic
             message.partition = partition
-            message.offset = offset
-            message.key = key
-            message.value = value
+            message.offset = record.offset
+            message.key = record.key
+            message.value = record.value
             message.__class__ = frozen
             append(message)
     except CorruptRecordException as exc:

@@ -27,8 +27,7 @@ Decoder = Callable[[bytes | None], Any]
 _READY, _DONE, _FAILED = "ready", "done", "failed"
 
 
-def _exhausted() -> MessageAndMetadata:
-    raise StopIteration
+_EXHAUSTED: Iterator[MessageAndMetadata] = iter(())  # the fast path's iterator when it must leave all to _next_slow
 
 
 class ConsumerIterator(Iterator[MessageAndMetadata]):
@@ -40,10 +39,11 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
     Records are decoded one batch at a time on this (the application's) thread, as in Kafka.
 
     Per message, ``__next__`` takes the next one from a list iterator over the current batch *minus its last
-    message* (``_pending``, C code), checks and moves the consumed offset, and returns it: no other Python call and
-    no index kept in Python. Everything else goes through ``_next_slow``: a batch's last message (so the meters are
-    marked with it), messages below the consumed offset (a refetch: never handed out twice), decoders, loading the
-    next batch or chunk, timeouts, the shutdown sentinel and failures.
+    message* (``_fast``, through the builtin ``next``: C code, no exception at its end), checks and moves the
+    consumed offset, and returns it: no other Python call and no index kept in Python. Everything else goes through
+    ``_next_slow``: a batch's last message (so the meters are marked with it), messages below the consumed offset
+    (a refetch: never handed out twice), decoders, loading the next batch or chunk, timeouts, the shutdown sentinel
+    and failures.
     """
 
     def __init__(self, chunk_queue: ChunkQueue, consumer_timeout_ms: int, client_id: str = "",
@@ -61,10 +61,10 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         self._failure: BaseException | None = None
         self._info: PartitionTopicInfo | None = None
         self._batches: Iterator[list[MessageAndMetadata]] | None = None
-        # The current batch: an iterator over its messages but the last (all of them with decoders), its bound
-        # __next__ (the fast path; _exhausted when everything goes through _next_slow), and the last message.
+        # The current batch: an iterator over its messages but the last (all of them with decoders), the fast path's
+        # iterator (the same one; _EXHAUSTED when everything goes through _next_slow), and the last message.
         self._rest: Iterator[MessageAndMetadata] = iter(())
-        self._pending: Callable[[], MessageAndMetadata] = _exhausted
+        self._fast: Iterator[MessageAndMetadata] = self._rest
         self._last: MessageAndMetadata | None = None
         self._batch_size = 0
         self._skipped = 0  # messages of the current batch passed over (below the consumed offset)
@@ -74,9 +74,8 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
         return self
 
     def __next__(self) -> MessageAndMetadata:
-        try:
-            message = self._pending()
-        except StopIteration:
+        message = next(self._fast, None)
+        if message is None:
             return self._next_slow(0)
         info = self._info
         offset = message.offset
@@ -117,10 +116,10 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
 
     def _set_batch(self, batch: list[MessageAndMetadata]) -> None:
         if self._decoding or not batch:
-            self._rest, self._pending, self._last = iter(batch), _exhausted, None
+            self._rest, self._fast, self._last = iter(batch), _EXHAUSTED, None
         else:
-            self._rest = iter(batch[:-1])
-            self._pending, self._last = self._rest.__next__, batch[-1]
+            self._rest = self._fast = iter(batch[:-1])
+            self._last = batch[-1]
         self._batch_size, self._skipped, self._metered = len(batch), 0, 0
 
     def _advance(self) -> None:

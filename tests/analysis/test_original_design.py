@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any  # hand_runs is tests/analysis/conftest.py's HandRuns: `conftest` is ambiguous in one run
 
 import pytest
 from analysis_builders import T0, RunBuilder, split_original
-from conftest import HandRuns
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -29,7 +29,7 @@ def original(tmp_path_factory: pytest.TempPathFactory) -> RunBuilder:
 
 
 @pytest.fixture(scope="module")
-def three(spark: SparkSession, hand_runs: HandRuns, original: RunBuilder,
+def three(spark: SparkSession, hand_runs: Any, original: RunBuilder,
           tmp_path_factory: pytest.TempPathFactory) -> AnalysisResult:
     """The split case on all three designs (the zk and coordinator runs are the shared hand-built ones)."""
     return analyze([hand_runs.root / "split", original.root], tmp_path_factory.mktemp("report3"), spark,
@@ -76,6 +76,8 @@ def test_the_runs_table_has_three_designs_and_no_made_up_zeros(three, spark, ori
     assert (orig["zk_requests_per_change"], orig["zk_notifications_per_change"]) == (4.5, 2.0)
     assert (orig["attempts"], orig["failed_attempts"], orig["conflicts"], orig["owner_conflicts"]) == (6, 1, 1, 1)
     assert orig["rebalance_failures"] is None and orig["session_expiries"] is None  # not reported, not 0
+    per_member = three.read(spark, "rebalances").filter(F.col("run_id") == original.run_id)
+    assert {r["session_expiries"] for r in per_member.select("session_expiries").collect()} == {None}
     assert (orig["duplicates"], orig["missing"]) == (0, 0)
     assert runs["zk"]["owner_conflicts"] == 0 and runs["zk"]["rebalance_failures"] == 1
     assert runs["coordinator"]["owner_conflicts"] is None  # a ZooKeeper-protocol count

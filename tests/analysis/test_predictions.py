@@ -92,7 +92,7 @@ def test_lab_analyze_without_runs_is_a_one_line_usage_error(tmp_path) -> None:
     empty.mkdir()
     proc = subprocess.run([sys.executable, "-m", "zkconsumer", "lab", "analyze", str(empty), "--out",
                            str(tmp_path / "report")], capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # an InputError: one line and exit 1, as every UserError (zkconsumer/errors.py)
     assert f"no run directory (with a manifest.json) under {empty}" in proc.stderr
     assert "lab run --out" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "report").exists()

@@ -17,6 +17,7 @@ The table shows medians, and ratios to the original. docs/benchmarks.md explains
 
     .venv/bin/python benchmarks/bench_fetch.py                         # make bench: 500,000 x 100 B, 3 rounds
     .venv/bin/python benchmarks/bench_fetch.py --scenarios 1 --repeat 7 --json results/fetch.json
+    .venv/bin/python benchmarks/bench_fetch.py --before f362671         # plus "ours (before)", fetcher_manager/ then
 """
 
 from __future__ import annotations

@@ -66,6 +66,17 @@ def our_processes(marker: str) -> list[str]:
     return found
 
 
+def assert_timed_by_members(records: list[dict]) -> None:
+    """Both changes (a join, a leave) move members, so each is timed to the last member's own record, which is
+    after the change and no later than the poll that confirmed it."""
+    stables = [r for r in records if r["type"] == "stable"]
+    changes = [r for r in records if r["type"] == "membership" and r["action"] in ("join", "leave")]
+    assert len(stables) >= len(changes) >= 2
+    for record in stables[-2:]:
+        assert record["basis"] == "events", record
+        assert 0 < record["duration_s"] <= record["polled_s"], record
+
+
 def port_closed(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -84,6 +95,7 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     types = {r["type"] for r in records}
     assert {"phase", "membership", "stable", "member_event", "wire", "owners", "mntr"} <= types
     assert summary.changes == 2 and len(summary.stable_s) >= 1
+    assert_timed_by_members(records)
     assert summary.zk_requests > 0 and summary.zk_notifications >= 2
     assert summary.rebalances >= 3  # the join rebalances all three, the leave the remaining two
     ports = [r["link"] for r in records if r["type"] == "wire" and r["proto"] == "zk"]
@@ -130,6 +142,7 @@ def test_short_scenario_on_the_coordinator_design(tmp_path):
     # SyncGroup; the leave: 1 LeaveGroup, then 2 x (JoinGroup + SyncGroup)
     assert summary.kafka_by_api["LeaveGroup"] >= 1 and summary.kafka_coordination >= 7 + 5
     assert summary.zk_requests == 0  # the coordinator design never talks to ZooKeeper
+    assert_timed_by_members(records)
     assert our_processes(str(tmp_path)) == []
 
 

@@ -36,6 +36,7 @@ class MemberView:
     tail: TraceTail
     incarnation: int = 0
     current: tuple[int, frozenset[str]] | None = None  # (generation, partitions) of the live assignment
+    current_since: float | None = None  # the `ts` of the record that made it current
     generations: list[int] = field(default_factory=list)  # of every assignment, in order
     revoked: int = 0
     lost: int = 0
@@ -51,6 +52,7 @@ class MemberView:
         if record.get("type") == "generation":
             if kind == "assigned":
                 self.current = (int(record["generation"]), frozenset(record.get("partitions", ())))
+                self.current_since = record.get("ts")
                 self.generations.append(int(record["generation"]))
             elif kind in ("revoked", "lost"):
                 self.current = None
@@ -236,6 +238,14 @@ class CoordinatorDriver:
         """Every live member's latest assignment is of one generation, and those assignments partition every
         partition of `env.topics` (disjoint, complete). A group with no live member is trivially stable."""
         return self.assignment() is not None
+
+    def stable_since(self) -> float | None:
+        """When the live members' current assignments were all in place: the latest `ts` among the records that
+        made them current (the last member to receive its part of the generation)."""
+        with self._lock:
+            self._refresh()
+            times = [self._views[n].current_since for n in self.live_members() if n in self._views]
+        return max(times) if times and None not in times else None
 
     def assignment(self) -> dict[str, list[str]] | None:
         """The live members' partitions when the group is stable, else None."""

@@ -69,6 +69,10 @@ class DesignDriver(Protocol):
     def stable(self) -> bool:
         """True when the group has settled on a complete, consistent assignment of every partition."""
 
+    def stable_since(self) -> float | None:
+        """While `stable()`: the wall-clock time (`ts`) at which the last live member reached the state the
+        check accepted, from that member's own record; None if a member has no such record."""
+
     def stats(self) -> dict[str, Any]:
         """Counts for the summary (rebalances, attempts, conflicts, failures, generations ...)."""
 

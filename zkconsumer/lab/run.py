@@ -87,7 +87,8 @@ class CaseRun:
         self.group = f"lab-{self.scenario.name}-{self.run_id.rsplit('-', 1)[1]}"
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pending_change: tuple[int, float] | None = None  # (membership change number, when)
+        # (membership change number, when by the monotonic clock, when by the wall clock members stamp records with)
+        self._pending_change: tuple[int, float, float] | None = None
         self._changes = 0
         self._next_member = 0
         indices = [self.scenario.group.members - 1, *(i for step in case.steps for i in step.members)]
@@ -206,8 +207,8 @@ class CaseRun:
                 resumes += self._apply(step, driver, admin, topics, t0)
             for due, name in [r for r in resumes if r[0] <= now]:
                 resumes.remove((due, name))
-                driver.resume(name)
                 self._membership("resume", [name], -1)
+                driver.resume(name)
             self._track_stability(driver)
             if now >= self.scenario.duration and not steps and not resumes:
                 break
@@ -226,8 +227,8 @@ class CaseRun:
                 if i and action.interval:
                     time.sleep(action.interval)
                 self._allocate(index)
-                self._join(driver, self._name(index))
                 self._membership("join", [self._name(index)], step.index)
+                self._join(driver, self._name(index))
             return resumes
         if step.kind == "add_partitions":
             topic = self._topic_names[action.topic]
@@ -243,15 +244,27 @@ class CaseRun:
                 raise LabRunError("kill_zk_leader needs the embedded 3-server ensemble (zk_servers = 3)")
             from zkconsumer.embedded.process import kill_process
 
-            kill_process(leader.process)
             self._membership("kill_zk_leader", [], step.index, server=leader.node_id)
+            kill_process(leader.process)
             return resumes
         if step.kind == "delay":
             for name in names or driver.live_members():
                 self._delay(name, action.target, action.delay_ms, action.jitter_ms)
             self._membership("delay", names, step.index, target=action.target, delay_ms=action.delay_ms)
             return resumes
+        # Each change is recorded before it is made: a leave returns only once the member's process has exited,
+        # a second or more after its peers saw it go and rebalanced, so a record written afterwards would start the
+        # change after its effects (and time to stable would read as the poll interval).
         for name in names:
+            if step.kind == "restart":
+                self._membership(action.stop, [name], step.index)
+                (driver.kill if action.stop == "kill" else driver.leave)(name)
+                if action.delay:
+                    time.sleep(action.delay)
+                self._membership("join", [name], step.index, restart=True)
+                self._join(driver, name)
+                continue
+            self._membership(step.kind, [name], step.index)
             if step.kind == "leave":
                 driver.leave(name)
             elif step.kind == "kill":
@@ -261,15 +274,6 @@ class CaseRun:
                 resumes.append((time.monotonic() - t0 + action.seconds, name))
             elif step.kind == "expire":
                 driver.expire(name)
-            elif step.kind == "restart":
-                (driver.kill if action.stop == "kill" else driver.leave)(name)
-                self._membership(action.stop, [name], step.index)
-                if action.delay:
-                    time.sleep(action.delay)
-                self._join(driver, name)
-                self._membership("join", [name], step.index, restart=True)
-                continue
-            self._membership(step.kind, [name], step.index)
         return resumes
 
     def _add_partitions(self, admin: ZkClient, topic: str, total: int, topics: dict[str, int]) -> None:
@@ -286,13 +290,27 @@ class CaseRun:
         self.trace.write("membership", action=action, members=members, step=step, **extra)
         if action in ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause"):
             self._changes += max(1, len(members))
-            self._pending_change = (self._changes, time.monotonic())
+            self._pending_change = (self._changes, time.monotonic(), time.time())
 
     def _track_stability(self, driver: DesignDriver) -> None:
-        if self._pending_change is not None and driver.stable():
-            change, since = self._pending_change
-            self.trace.write("stable", generation_or_rebalance=change, duration_s=time.monotonic() - since)
-            self._pending_change = None
+        """Time to stable, measured alike on every design: the check (`driver.stable()`) says the group is stable;
+        the moment it became so is when the last member reached the state the check accepted, as that member
+        wrote it (`driver.stable_since()`). Polling time is kept beside it (`polled_s`): it adds the poll interval
+        and the check's own reads, which differ between designs (the ZooKeeper check reads every registration and
+        owner node, the coordinator's reads nothing), so it is not what is compared. If no member changed state
+        after the change (nothing needed to move), the poll time is all there is (`basis` "poll")."""
+        if self._pending_change is None or not driver.stable():
+            return
+        change, since, wall = self._pending_change
+        polled = time.monotonic() - since
+        reached = driver.stable_since()
+        if reached is not None and reached >= wall:
+            duration, basis = reached - wall, "events"
+        else:
+            duration, basis = polled, "poll"
+        self.trace.write("stable", generation_or_rebalance=change, duration_s=duration, polled_s=polled,
+                         basis=basis)
+        self._pending_change = None
 
     def _await_stable(self, driver: DesignDriver, timeout: float, what: str, fail: bool = True) -> bool:
         began = time.monotonic()

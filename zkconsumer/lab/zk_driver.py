@@ -320,6 +320,13 @@ class ZkDriver:
         self._refresh()  # still owning after the snapshot: no member started a rebalance while it was read
         return all(self._state.get(name, {}).get("state") == "owning" for name in self.live_members())
 
+    def stable_since(self) -> float | None:
+        """When every live member was last set `owning`: the latest `ts` among their state records (the moment the
+        last member ended its rebalance, as the member itself wrote it)."""
+        self._refresh()
+        times = [self._state.get(name, {}).get("since") for name in self.live_members()]
+        return max(times) if times and None not in times else None
+
     def owners(self) -> dict[str, str]:
         assert self._observer is not None
         snapshot = read_group_snapshot(self._observer, self._env().group)
@@ -344,6 +351,7 @@ class ZkDriver:
                 kind = record.get("kind")
                 if kind == "state":
                     state["state"] = record.get("state")
+                    state["since"] = record.get("ts")
                 elif kind == "session":
                     state["session"] = (record["session"], record["password"])
                 elif kind == "rebalance_begin":

@@ -18,6 +18,7 @@ from helpers import wait_for
 from test_lab_run import our_processes
 
 from zkconsumer.cli import main as cli_main
+from zkconsumer.errors import InputError
 from zkconsumer.lab.cli import select_designs
 from zkconsumer.lab.join_cost import original_accounted_requests, original_join_requests
 from zkconsumer.lab.scenario import parse_scenario
@@ -131,6 +132,9 @@ def test_design_choices():
     assert select_designs(["zk", "coordinator"], "original") == ["original"]
     assert select_designs(["coordinator"], "all") == ["coordinator"]  # the original runs where the zk design does
     assert select_designs(["zk", "original"], "both") == ["zk"]
+    assert select_designs(["zk", "coordinator"], "original,zk") == ["zk", "original"]  # the designs' own order
+    with pytest.raises(InputError, match="zookeeper is not one of zk, original, coordinator"):
+        select_designs(["zk"], "zk,zookeeper")
 
 
 def test_a_missing_java_is_one_line_naming_the_fix(tmp_path, monkeypatch):

@@ -121,9 +121,9 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 
 @lab.command("run")
 @click.argument("scenario")
-@click.option("--design", type=click.Choice(["zk", "original", "coordinator", "both", "all"]), default="both",
-              show_default=True, help="both: zk + coordinator; all: zk, original (Kafka 0.8.2.2's own consumer, needs "
-                                      "a JDK) and coordinator")
+@click.option("--design", default="both", show_default=True, metavar="DESIGN[,DESIGN]",
+              help="zk, original (Kafka 0.8.2.2's own consumer, needs a JDK), coordinator, or a comma list of them; "
+                   "both: zk + coordinator; all: the three")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="results directory: one run directory per case and design")
 @click.option("--members", "process_mode", type=click.Choice(["processes", "threads"]), default=None,
@@ -168,7 +168,13 @@ def select_designs(scenario_designs: list[str], choice: str) -> list[str]:
     from zkconsumer.lab.designs import DESIGNS
 
     runs = set(scenario_designs) | ({"original"} if "zk" in scenario_designs else set())
-    wanted = {"both": {"zk", "coordinator"}, "all": set(DESIGNS)}.get(choice, {choice})
+    wanted = {"both": {"zk", "coordinator"}, "all": set(DESIGNS)}.get(choice)
+    if wanted is None:
+        wanted = {d.strip() for d in choice.split(",") if d.strip()}
+        unknown = sorted(wanted - set(DESIGNS))
+        if unknown or not wanted:
+            raise InputError(f"--design {choice!r}: {', '.join(unknown) or 'no design'} is not one of "
+                             f"{', '.join(DESIGNS)}, both, all (or a comma list of designs)")
     return [d for d in DESIGNS if d in runs and d in wanted]
 
 

@@ -23,6 +23,7 @@ from fetcher_manager.broker import Broker
 from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.admin import create_topic
 from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
@@ -47,9 +48,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 
 @pytest.fixture(scope="session")
-def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+def session_lifeline() -> Iterator[Lifeline]:
+    """Stops the session's servers if pytest dies without tearing down (killed, or a `timeout` that sends
+    SIGTERM): they run detached, so nothing else would (zkconsumer/embedded/lifeline.py)."""
+    lifeline = Lifeline()
+    yield lifeline
+    lifeline.cut()  # after the fixtures below stopped their servers: the watchdog finds them gone
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[ZooKeeperEnsemble]:
     ensemble = ZooKeeperEnsemble.plan(tmp_path_factory.mktemp("zk"), size=1)
     ensemble.start()
+    for node in ensemble.nodes:
+        if node.process is not None:
+            session_lifeline.watch(node.process)
     yield ensemble
     ensemble.stop()
 
@@ -94,11 +107,13 @@ def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
 
 
 @pytest.fixture(scope="session")
-def kafka(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+def kafka(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe, tmp_path_factory: pytest.TempPathFactory,
+          session_lifeline: Lifeline) -> Iterator[KafkaBroker]:
     """One Apache Kafka broker for the session, registered at the session ZooKeeper's root."""
     broker = KafkaBroker.plan(tmp_path_factory.mktemp("kafka"), 1, zk_server.connect_string)
     broker.start()
+    if broker.process is not None:
+        session_lifeline.watch(broker.process)
     try:
         broker.wait_ready(lambda i: zk_root.exists(layout.broker_path(i)))
         yield broker

@@ -362,9 +362,11 @@ class ZKRebalancerListener:
         """A fresh snapshot: every member's registration, evaluated against this member's topic view."""
         members = self.store.member_ids()
         all_topics = self.store.all_topics()
+        # 0.8.2 reads the registrations one after another (ZkUtils.getConsumersPerTopic); the same reads are sent
+        # here as one pipelined batch: M round trips become one, which is most of an attempt's wait at large M.
         subscriptions = {
-            member: self.store.registration(member).topic_streams(all_topics, self.settings.exclude_internal_topics)
-            for member in members
+            member: registration.topic_streams(all_topics, self.settings.exclude_internal_topics)
+            for member, registration in self.store.registrations(members).items()
         }
         topics = {t for subscription in subscriptions.values() for t in subscription}
         return AssignmentContext.build(self.consumer_id, subscriptions, self.store.partitions_for_topics(topics))

@@ -33,6 +33,9 @@ class GroupStore(Protocol):
     def registration(self, consumer_id: str) -> Registration:
         """A member's registration; raises ValueError (naming path and content) if missing or unreadable."""
 
+    def registrations(self, consumer_ids: list[str]) -> dict[str, Registration]:
+        """`registration` of each, in one batch where the store can (the same reads, in the same order)."""
+
     def member_ids(self) -> list[str]:
         """Children of the group's ids dir (unsorted)."""
 

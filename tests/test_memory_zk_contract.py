@@ -254,3 +254,17 @@ def test_a_closed_client_fails_fast(backend: Backend) -> None:
     zk.close()
     with pytest.raises(ZkClosedError):
         zk.create("/x", b"")
+
+
+def test_get_many_is_the_reads_one_after_another(backend: Backend) -> None:
+    """The pipelined batch (real ZooKeeper) answers and counts exactly as one `get` per path, in order, missing
+    nodes as None, on both backends."""
+    zk = backend.client("zk")
+    for name, data in (("a", b"1"), ("b", b""), ("c", b"3")):
+        zk.create(f"/many/{name}", data)
+    before = zk.op_counts().get("get_data", 0)
+    paths = ["/many/a", "/many/missing", "/many/b", "/many/c", "/many/a"]
+    many = zk.get_many(paths)
+    assert zk.op_counts().get("get_data", 0) - before == len(paths)
+    assert [None if r is None else r[0] for r in many] == [b"1", None, b"", b"3", b"1"]
+    assert [None if r is None else r[0] for r in many] == [None if r is None else r[0] for r in map(zk.get, paths)]

@@ -185,6 +185,30 @@ class ZkClient(ZkOperations):
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
 
+    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
+        """Every read sent before the first answer is awaited (pipelined on the one connection). ZooKeeper answers
+        one session's requests in the order sent, so the requests and what they can see are those of the same
+        reads made one after another; only the round trips between them are gone. A read the connection loses is
+        sent again through the bounded path (and counted again, as it is sent again)."""
+        if len(paths) < 2 or not self.connected:
+            return super().get_many(paths)  # the bounded path waits for a connection and retries
+        sent = []
+        for path in paths:
+            self._count("get_data")
+            sent.append(self._send("get", path, None, False))
+        deadline = time.monotonic() + self.request_timeout_s
+        results: list[tuple[bytes | None, Any] | None] = []
+        for path, pending in zip(paths, sent, strict=True):
+            try:
+                results.append(pending.get(timeout=max(0.0, deadline - time.monotonic())))
+            except NoNodeError:
+                results.append(None)
+            except _RETRYABLE:
+                results.append(self.get(path))
+            except ConnectionClosedError:
+                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
+        return results
+
     def _send(self, op: str, path: str, data: bytes | None, ephemeral: bool) -> Any:
         k = self._kazoo
         if op == "create":  # never kazoo's makepath: parents are ours, with null data

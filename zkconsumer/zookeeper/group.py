@@ -52,6 +52,17 @@ class ZkGroupStore:
             raise codecs.ZnodeDataError(path, None, "the registration vanished between list and read")
         return codecs.decode_registration(path, found[0])
 
+    def registrations(self, consumer_ids: list[str]) -> dict[str, Registration]:
+        """Every member's registration, read in one pipelined batch (`ZkClient.get_many`): the M reads of a
+        rebalance cost one round trip instead of M. Raises as `registration` does for the first bad one."""
+        paths = [layout.registration_path(self.group, c) for c in consumer_ids]
+        result = {}
+        for consumer_id, path, found in zip(consumer_ids, paths, self.zk.get_many(paths), strict=True):
+            if found is None:
+                raise codecs.ZnodeDataError(path, None, "the registration vanished between list and read")
+            result[consumer_id] = codecs.decode_registration(path, found[0])
+        return result
+
     def member_ids(self) -> list[str]:
         return self.zk.get_children(layout.ids_dir(self.group)) or []
 

@@ -70,6 +70,11 @@ class ZkOperations:
         except NoNodeError:
             return None
 
+    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
+        """`get` of every path, in order: the same requests as one `get` after another. A client that can have
+        several requests in flight (`ZkClient`) sends them all before waiting for the first answer."""
+        return [self.get(path) for path in paths]
+
     def get_children(self, path: str) -> list[str] | None:
         """Children names, or None if the node does not exist."""
         try:

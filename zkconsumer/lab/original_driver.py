@@ -3,16 +3,16 @@ exactly as this project's connector is (zkconsumer/lab/zk_driver.py).
 
 Members are JVMs running `zkconsumer.interop.LabOriginalHost` (compiled by `zkconsumer.interop.original.build()`):
 one member per JVM with `--members processes`, so that SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a real
-`connector.shutdown()`) reach exactly that member; up to `MEMBERS_PER_HOST` rebalance-only members per JVM with
-`--members threads` (the connector built with `enableFetcher = false`, as ours runs with `NoFetchers`). Each member
-gets the same settings as ours: its own link of the counting ZooKeeper proxy, the Kafka proxy as broker, the
+`connector.shutdown()`) reach exactly that member; up to `zk_driver.MEMBERS_PER_HOST` rebalance-only members per JVM
+with `--members threads` (the connector built with `enableFetcher = false`, as ours runs with `NoFetchers`). Each
+member gets the same settings as ours: its own link of the counting ZooKeeper proxy, the Kafka proxy as broker, the
 scenario's `[zk]` keys unchanged, `consumer.id` = `client.id` = its name.
 
-Members write lab trace records themselves (`LabTrace.java`): member_events that a log4j appender inside the
-JVM derives from the connector's log lines (`LabRebalanceTracker.java` has the mapping and the Scala lines it relies
+Members write lab trace records themselves (`LabTrace.java`): member_events that a log4j appender inside the JVM
+derives from the connector's log lines (`LabRebalanceTracker.java` has the mapping and the Scala lines it relies
 on), session credentials, assignments and consumed messages. Everything else is the ZooKeeper design's driver: the
-same `stable()` check, the same uncounted observer connection (`env.direct_zookeeper`) for owners and stability,
-the same forced expiry with the member's own session credentials.
+same `stable()` check, the same uncounted observer connection (`env.direct_zookeeper`) for owners and stability, the
+same forced expiry with the member's own session credentials.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from zkconsumer.lab.zk_member import ZkMemberSettings
 
 log = logging.getLogger(__name__)
 HOST_MAIN = "zkconsumer.interop.LabOriginalHost"
-MEMBERS_PER_HOST = 32
 _STOP_S = 20.0  # a JVM's shutdown (connector.shutdown(), then exit) is ~1 s; the host's own bound is 15 s
 # One member: the interop tests' flags. A host of 32 connectors (6 threads and a ZooKeeper client each) needs more.
 _MEMBER_HEAP = "-Xmx128m"
@@ -250,6 +249,7 @@ class OriginalDriver(ZkDriver):
     """`ZkDriver` with the original's members; stability, observation, expiry and stats are the ZooKeeper design's."""
 
     design = "original"
+    min_hosts = 1  # one JVM's threads already run on every core
 
     def start(self, env: LabEnvironment) -> None:
         check_toolchain()  # one line naming the fix if java or javac is missing, before anything starts
@@ -265,11 +265,3 @@ class OriginalDriver(ZkDriver):
         run = self._env().run
         return _Jvm(name, run.path, run.log_path(name), _HOST_HEAP)
 
-    def _host_for(self) -> Any:
-        with self._lock:
-            hosts = [h for h in self._hosts if h.exit_code() is None and len(h.members) < MEMBERS_PER_HOST]
-            if hosts:
-                return min(hosts, key=lambda h: len(h.members))
-            host = self._new_host(f"host{len(self._hosts)}")
-            self._hosts.append(host)
-            return host

@@ -36,6 +36,10 @@ _HOST_STOP_S = 30.0
 # Members per host process. At N = 128 on 2 cores, hosts of 32 spent 0.44 ms of CPU per request against 0.57 ms
 # for hosts of 64: fewer threads behind each GIL (docs/lab.md, "Large groups").
 MEMBERS_PER_HOST = 32
+# Python member hosts each run on one core (one GIL): a group of 16 in one host left the second core idle, and its
+# time to stable was bounded by that one core's CPU (0.7 ms per request), where the original's JVM spreads its
+# members' threads over every core. At least one host per core measures both alike.
+MIN_HOSTS = os.cpu_count() or 1
 PYTHON = sys.executable  # the interpreter member processes run on (a test may point it at a failing program)
 
 
@@ -184,6 +188,7 @@ class _ThreadMember:
 
 class ZkDriver:
     design = "zk"
+    min_hosts = MIN_HOSTS  # member hosts started before any hosts a second member (threads mode)
 
     def __init__(self, process_mode: str = "processes") -> None:
         if process_mode not in ("processes", "threads"):
@@ -383,10 +388,12 @@ class ZkDriver:
         return _MemberHost(name, self._env().run.log_path(name))
 
     def _host_for(self) -> Any:
-        """The least loaded member host with room, or a new one."""
+        """The least loaded member host with room, or a new one: at least `min_hosts` of them before any takes a
+        second member, so that a group uses every core, as one JVM hosting the original's members does."""
         with self._lock:
-            hosts = [h for h in self._hosts if h.exit_code() is None and len(h.members) < MEMBERS_PER_HOST]
-            if hosts:
+            live = [h for h in self._hosts if h.exit_code() is None]
+            hosts = [h for h in live if len(h.members) < MEMBERS_PER_HOST]
+            if hosts and len(live) >= self.min_hosts:
                 return min(hosts, key=lambda h: len(h.members))
             host = self._new_host(f"host{len(self._hosts)}")
             self._hosts.append(host)

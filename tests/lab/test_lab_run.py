@@ -197,3 +197,32 @@ def test_an_invalid_scenario_names_the_field(tmp_path):
     assert result.exit_code == 1
     assert "group.members" in result.output and str(bad) in result.output
     assert not (tmp_path / "out").exists()
+
+
+UNSETTLED = """
+name = "unsettled"
+description = "a member killed near the end: its session outlives the settle timeout"
+designs = ["zk"]
+duration = 0.5
+seed = 5
+settle_timeout = 4.0
+[group]
+members = 2
+topics = [{ name = "unsettled", partitions = 2 }]
+[zk]
+"zookeeper.session.timeout.ms" = 15000
+"rebalance.backoff.ms" = 200
+[[churn]]
+at = 0.2
+action = "kill"
+member = "newest"
+"""
+
+
+def test_a_run_whose_last_change_never_settles_is_not_complete(tmp_path):
+    scenario = parse_scenario(UNSETTLED, "inline")
+    [summary] = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out").run()
+    manifest = RunDirectory.load(summary.path)
+    assert not summary.completed and not manifest["completed"] and manifest["status"] == "unsettled"
+    assert "settle_timeout (4 s)" in manifest["error"]
+    assert not [r for r in read_traces(summary.path) if r["type"] == "stable"]  # no time to stable was made up

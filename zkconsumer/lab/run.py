@@ -131,10 +131,15 @@ class CaseRun:
             self._phase("initial")
             self._start_initial_group(driver)
             self._phase("settled")
-            self._churn(driver, admin, topics)
+            settled = self._churn(driver, admin, topics)
             self._phase("done")
             self._stop_load(drain=True)
-            status = "completed"
+            if settled:
+                status = "completed"
+            else:  # its time to stable is unknown, not the timeout: the run must not count as a complete one
+                status = "unsettled"
+                error = (f"the group did not become stable within settle_timeout ({self.scenario.settle_timeout:.0f} s)"
+                         " after the last change")
         except KeyboardInterrupt:
             status, error = "interrupted", "interrupted (SIGINT)"
             raise
@@ -194,7 +199,8 @@ class CaseRun:
 
     # --- churn -----------------------------------------------------------------------------------------
 
-    def _churn(self, driver: DesignDriver, admin: ZkClient, topics: dict[str, int]) -> None:
+    def _churn(self, driver: DesignDriver, admin: ZkClient, topics: dict[str, int]) -> bool:
+        """Apply the steps at their times; True if the group was stable after the last change."""
         self._phase("churn")
         t0 = time.monotonic()
         resumes: list[tuple[float, str]] = []
@@ -214,8 +220,9 @@ class CaseRun:
                 break
             time.sleep(_POLL_S)
         if self._pending_change is not None:  # give the last change its settle time
-            self._await_stable(driver, self.scenario.settle_timeout, "the group after the last change",
-                               fail=False)
+            return self._await_stable(driver, self.scenario.settle_timeout, "the group after the last change",
+                                      fail=False)
+        return True
 
     def _apply(self, step, driver: DesignDriver, admin: ZkClient, topics: dict[str, int],
                t0: float) -> list[tuple[float, str]]:

@@ -131,7 +131,8 @@ class RunDirectory:
         return self.path / "logs" / f"{name}.log"
 
     def finish(self, status: str, error: str | None = None, **extra: Any) -> None:
-        """`status`: completed | interrupted | failed; only "completed" marks the run complete."""
+        """`status`: completed | unsettled (the last change never settled) | interrupted | failed; only
+        "completed" marks the run complete."""
         with self._lock:
             self.manifest.update(completed=status == "completed", status=status, ended=time.time(), error=error,
                                  **extra)

@@ -17,20 +17,16 @@ same forced expiry with the member's own session credentials.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import signal
-import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 from zkconsumer.embedded.process import java_executable
 from zkconsumer.interop import original
 from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.zk_driver import ZkDriver
+from zkconsumer.lab.zk_driver import HostProcess, ZkDriver
 from zkconsumer.lab.zk_member import ZkMemberSettings
 
 log = logging.getLogger(__name__)
@@ -68,108 +64,38 @@ def original_version() -> str | None:
     return None
 
 
-class _Jvm:
-    """A LabOriginalHost JVM and its replies; `join`/`leave` are commands on its stdin."""
+class _Jvm(HostProcess):
+    """A LabOriginalHost JVM: the same replies as our member hosts, commands as `join NAME PROPERTIES_FILE`,
+    `leave NAME` and `stop`."""
+
+    stop_wait_s = _STOP_S
 
     def __init__(self, name: str, run_path: Path, log_path: Path, heap: str) -> None:
-        self.name = name
         self.run_path = run_path
-        self.members: set[str] = set()  # hosted and not left
-        self.failures: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._left: dict[str, threading.Event] = {}
-        self._started: dict[str, threading.Event] = {}
-        self._stopped = threading.Event()
         log4j = run_path / "original-log4j.properties"
         if not log4j.exists():
             log4j.write_text(_LOG4J)
-        self.log_file = open(log_path, "a", encoding="utf-8")  # closed in stop()
         argv = [java_executable(), heap, *(f for f in original.JVM_FLAGS if not f.startswith("-Xmx")),
                 f"-Dlog4j.configuration=file:{log4j}", "-cp", str(original.build()), HOST_MAIN, name]
-        # Its own session: a terminal's Ctrl-C reaches the lab, which stops the JVM through its stdin; the end of
-        # that stdin (the lab gone, even killed -9) makes the JVM leave and exit.
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
-                                     text=True, encoding="utf-8", bufsize=1, start_new_session=True)
-        self._reader = threading.Thread(target=self._read, name=f"lab-original-{name}-replies", daemon=True)
-        self._reader.start()
+        # Its own session: a terminal's Ctrl-C reaches the lab, which stops the JVM through its stdin.
+        super().__init__(name, log_path, argv, start_new_session=True)
+
+    def _encode(self, command: dict[str, Any]) -> str:
+        return " ".join(str(command[key]) for key in ("op", "name", "path") if key in command)
 
     def join(self, settings: ZkMemberSettings) -> None:
         path = self.run_path / "original-members" / f"{settings.name}.properties"
         path.parent.mkdir(exist_ok=True)
         path.write_text("".join(f"{k}={_escape(v)}\n" for k, v in sorted(member_properties(settings).items())))
-        with self._lock:
-            self.members.add(settings.name)
-            self.failures.pop(settings.name, None)
-        self._send(f"join {settings.name} {path}")
-
-    def leave(self, name: str) -> None:
-        left = threading.Event()
-        with self._lock:
-            self.members.discard(name)
-            self._left[name] = left
-        if self._send(f"leave {name}") and not left.wait(_STOP_S):
-            log.warning("original member %s (on %s) did not leave within %.0f s", name, self.name, _STOP_S)
-
-    def signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll()
+        self._joining(settings.name, {"op": "join", "name": settings.name, "path": path})
 
     def stop(self) -> None:
-        """Every member leaves (the JVM's shutdown hook, in parallel), then the JVM exits; killed if it hangs."""
         self.signal(signal.SIGCONT)  # a paused member's JVM must run to leave
-        if self._send("stop"):
-            self._stopped.wait(_STOP_S)
-        try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        self._wait_or_kill()
+        super().stop()
 
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
         self._wait_or_kill()
-
-    def _wait_or_kill(self) -> None:
-        try:
-            self.proc.wait(_STOP_S)
-        except subprocess.TimeoutExpired:
-            log.warning("original JVM %s did not end: killing it", self.name)
-            self.proc.kill()
-            self.proc.wait(_STOP_S)
-        self._reader.join(_STOP_S)
-        self.log_file.close()
-
-    def _send(self, command: str) -> bool:
-        try:
-            with self._write_lock:
-                self.proc.stdin.write(command + "\n")  # type: ignore[union-attr]
-                self.proc.stdin.flush()  # type: ignore[union-attr]
-            return True
-        except (OSError, ValueError):  # the JVM is gone: failed() reports it
-            return False
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            try:
-                reply = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            name, event = reply.get("name"), reply.get("event")
-            with self._lock:
-                if event == "failed":
-                    self.failures[name] = reply.get("error", "")
-                elif event == "left" and name in self._left:
-                    self._left.pop(name).set()
-            if event == "stopped":
-                self._stopped.set()
-        with self._lock:
-            for left in self._left.values():
-                left.set()
-        self._stopped.set()
 
 
 def _escape(value: Any) -> str:

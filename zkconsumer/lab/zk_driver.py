@@ -78,10 +78,15 @@ class _ProcessMember:
         return f"exited with code {self.proc.returncode}: see {self.log_file.name}"
 
 
-class _MemberHost:
-    """A member-host process (`python -m zkconsumer.lab.zk_member --host`) and what it has replied."""
+class HostProcess:
+    """A process hosting lab members, driven by one command per stdin line and replying one JSON object per stdout
+    line (`failed`, `left`, `stopped`): ours (`_MemberHost`) and the original's JVM (`original_driver._Jvm`).
+    Subclasses say how a command is written (`_encode`). The end of its stdin (the lab gone, even by kill -9)
+    makes the host stop its members, so it cannot outlive the lab."""
 
-    def __init__(self, name: str, log_path: Path) -> None:
+    stop_wait_s = _HOST_STOP_S  # how long its members may take to leave at `stop`
+
+    def __init__(self, name: str, log_path: Path, argv: list[str], **popen: Any) -> None:
         self.name = name
         self.members: set[str] = set()  # hosted and not left
         self.failures: dict[str, str] = {}
@@ -90,19 +95,19 @@ class _MemberHost:
         self._left: dict[str, threading.Event] = {}
         self._stopped = threading.Event()
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in stop()
-        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        # The log path is on the command line so that a leftover host is found by its results directory.
-        self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", "--host", name, level, str(log_path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
+                                     text=True, encoding="utf-8", bufsize=1, **popen)
         self._reader = threading.Thread(target=self._read, name=f"lab-{name}-replies", daemon=True)
         self._reader.start()
 
-    def join(self, settings: ZkMemberSettings) -> None:
+    def _encode(self, command: dict[str, Any]) -> str:
+        return json.dumps(command, separators=(",", ":"))
+
+    def _joining(self, name: str, command: dict[str, Any]) -> None:
         with self._lock:
-            self.members.add(settings.name)
-            self.failures.pop(settings.name, None)
-        self._send({"op": "join", "settings": json.loads(settings_json(settings))})
+            self.members.add(name)
+            self.failures.pop(name, None)
+        self._send(command)
 
     def leave(self, name: str) -> None:
         """Stop member `name` gracefully and wait until it has left."""
@@ -113,17 +118,24 @@ class _MemberHost:
         if self._send({"op": "leave", "name": name}) and not left.wait(_STOP_S * 2):
             log.warning("lab member %s (on %s) did not leave within %.0f s", name, self.name, _STOP_S * 2)
 
+    def signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
     def exit_code(self) -> int | None:
         return self.proc.poll()
 
     def stop(self) -> None:
         """Every member leaves (in parallel, inside the host), then the host ends; killed if it does not."""
         if self._send({"op": "stop"}):
-            self._stopped.wait(_HOST_STOP_S)
+            self._stopped.wait(self.stop_wait_s)
         try:
             self.proc.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
+        self._wait_or_kill()
+
+    def _wait_or_kill(self) -> None:
         try:
             self.proc.wait(_STOP_S)
         except subprocess.TimeoutExpired:
@@ -136,7 +148,7 @@ class _MemberHost:
     def _send(self, command: dict[str, Any]) -> bool:
         try:
             with self._write_lock:  # not _lock: the reply reader must never wait behind a full pipe
-                self.proc.stdin.write(json.dumps(command, separators=(",", ":")) + "\n")  # type: ignore[union-attr]
+                self.proc.stdin.write(self._encode(command) + "\n")  # type: ignore[union-attr]
                 self.proc.stdin.flush()  # type: ignore[union-attr]
             return True
         except (OSError, ValueError):  # the host is gone: failed() reports it
@@ -160,6 +172,19 @@ class _MemberHost:
             for left in self._left.values():
                 left.set()
         self._stopped.set()
+
+
+class _MemberHost(HostProcess):
+    """A member-host process (`python -m zkconsumer.lab.zk_member --host`): JSON-lines commands."""
+
+    def __init__(self, name: str, log_path: Path) -> None:
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        # The log path is on the command line so that a leftover host is found by its results directory.
+        super().__init__(name, log_path, [PYTHON, "-m", "zkconsumer.lab.zk_member", "--host", name, level,
+                                          str(log_path)])
+
+    def join(self, settings: ZkMemberSettings) -> None:
+        self._joining(settings.name, {"op": "join", "settings": json.loads(settings_json(settings))})
 
 
 class _ThreadMember:

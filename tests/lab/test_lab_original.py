@@ -100,7 +100,9 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
     assert not [r for r in zk if "/owners" in (r.get("path") or "") and r["op"] == "getChildren"]
     assert any(r["type"] == "owners" for r in records)  # ... though it did poll
     kafka_clients = {r.get("client_id") for r in records if r["type"] == "wire" and r["proto"] == "kafka"}
-    assert {"m0", "m1", "m2", "m3"} <= kafka_clients
+    # m0-m2 fetched for seconds; m3, the last joiner, is stopped as soon as the group is stable, which can come
+    # before its leader finder's first request (seen once on a loaded machine), so it is not required here.
+    assert {"m0", "m1", "m2"} <= kafka_clients
 
     events = [r for r in records if r["type"] == "member_event"]
     # The leave was a real connector.shutdown(); the kill was not; the expiry was real and gave m1 a new session.

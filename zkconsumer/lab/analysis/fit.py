@@ -1,9 +1,14 @@
-"""Growth exponents: least squares on log-log axes, with a Student-t confidence interval on the slope.
+"""Polynomial least squares for the herd's per-change costs: a·N² + b·N + c (ZooKeeper requests) or a·N + b.
 
-If requests per change grow as c * N^k, then log y = log c + k log N, and k is the slope of the fit. The fit is
-made from the sums Spark aggregates (n, sum x, sum y, sum x^2, sum xy, sum y^2), so the job never gathers the
-points themselves. The t quantile is computed exactly for integer degrees of freedom (the closed forms of
-Abramowitz & Stegun 26.7.3-4, inverted by bisection): no SciPy needed for one number.
+The costs are polynomials by construction (docs/join-cost.md): a ZooKeeper join costs M² + 7·M + 3·P + 3 requests,
+the coordinator's 2·N + 3 coordination requests. So the analysis fits the polynomial itself and reports its
+coefficients and residuals, where a power law's exponent (with a t interval, as if the points were noisy draws
+from c·N^k) would describe the mix of the N² and 3·P terms at the sizes that happened to be run, not the protocol.
+
+The fit is made from moments Spark can aggregate (n, Σxᵏ for k ≤ 2d, Σxᵏ·y for k ≤ d, Σy²), so the job need not
+gather the points: the normal equations (XᵀX)β = Xᵀy are solved by Gaussian elimination with partial pivoting
+(no numpy here), and the residual sum of squares is yᵀy - βᵀXᵀy (`residual_sum` recomputes it
+where that difference of large numbers would lose the digits of tiny residuals).
 """
 
 from __future__ import annotations
@@ -14,75 +19,82 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class PowerFit:
-    exponent: float  # k in y = c * N^k
-    coefficient: float  # c
-    exponent_se: float | None  # standard error of k (None with fewer than 3 points)
-    ci95_low: float | None
-    ci95_high: float | None
-    r2: float | None
-    n: int
+class PolyFit:
+    coefficients: tuple[float, ...]  # lowest power first: (c, b, a) for a·x² + b·x + c
+    n: int  # points fitted
+    rss: float  # residual sum of squares
+    residual_df: int  # n minus the number of coefficients
+
+    @property
+    def degree(self) -> int:
+        return len(self.coefficients) - 1
+
+    @property
+    def rms_residual(self) -> float | None:
+        """sqrt(rss / residual_df): the residuals' standard deviation, None without a residual degree of freedom."""
+        return math.sqrt(self.rss / self.residual_df) if self.residual_df > 0 else None
+
+    def __call__(self, x: float) -> float:
+        return sum(c * x**k for k, c in enumerate(self.coefficients))
+
+    def formula(self, variable: str = "N", digits: int = 2) -> str:
+        terms = []
+        for k in range(self.degree, -1, -1):
+            c = self.coefficients[k]
+            power = "" if k == 0 else variable if k == 1 else f"{variable}²" if k == 2 else f"{variable}^{k}"
+            terms.append(f"{c:.{digits}f}" + (f"·{power}" if power else ""))
+        return " + ".join(terms).replace("+ -", "- ")
 
 
-def t_cdf_two_sided(t: float, df: int) -> float:
-    """P(|T| <= t) for Student's t with `df` degrees of freedom (integer df >= 1)."""
-    if df < 1:
-        raise ValueError("degrees of freedom must be >= 1")
-    theta = math.atan(abs(t) / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    if df % 2:  # odd: (2/pi) [theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)]
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= (2 * k) / (2 * k + 1) * c2
-            total += term
-        return (2 / math.pi) * (theta + math.sin(theta) * math.cos(theta) * total)
-    term, total = 1.0, 1.0  # even: sin [1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...]
-    for k in range(1, df // 2):
-        term *= (2 * k - 1) / (2 * k) * c2
-        total += term
-    return math.sin(theta) * total
+def solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """x with matrix·x = rhs, or None when the matrix is singular (fewer distinct x than coefficients)."""
+    size = len(rhs)
+    a = [[*row, r] for row, r in zip(matrix, rhs, strict=True)]
+    scale = max((abs(v) for row in matrix for v in row), default=0.0) or 1.0
+    for col in range(size):
+        pivot = max(range(col, size), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) <= 1e-12 * scale:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(col + 1, size):
+            factor = a[r][col] / a[col][col]
+            for c in range(col, size + 1):
+                a[r][c] -= factor * a[col][c]
+    x = [0.0] * size
+    for r in range(size - 1, -1, -1):
+        x[r] = (a[r][size] - sum(a[r][c] * x[c] for c in range(r + 1, size))) / a[r][r]
+    return x
 
 
-def t_quantile(confidence: float, df: int) -> float:
-    """The t such that P(|T| <= t) = confidence (e.g. 0.95 -> 2.776 for df = 4)."""
-    low, high = 0.0, 1.0
-    while t_cdf_two_sided(high, df) < confidence:
-        high *= 2
-    for _ in range(200):
-        mid = (low + high) / 2
-        if t_cdf_two_sided(mid, df) < confidence:
-            low = mid
-        else:
-            high = mid
-        if high - low < 1e-12:
-            break
-    return (low + high) / 2
-
-
-def fit_from_sums(n: int, sx: float, sy: float, sxx: float, sxy: float, syy: float) -> PowerFit | None:
-    """Least squares of y on x (both already logs); None when the x values do not vary."""
-    if n < 2:
+def fit_from_moments(degree: int, power_sums: Sequence[float], cross_sums: Sequence[float], syy: float,
+                     distinct_x: int) -> PolyFit | None:
+    """`power_sums[k]` = Σxᵏ for k = 0..2·degree (so power_sums[0] = n), `cross_sums[k]` = Σxᵏ·y for k = 0..degree.
+    None with fewer distinct x than coefficients: such a fit would pass through the points whatever they are."""
+    if len(power_sums) != 2 * degree + 1 or len(cross_sums) != degree + 1:
+        raise ValueError(f"a degree-{degree} fit needs {2 * degree + 1} power sums and {degree + 1} cross sums")
+    n = round(power_sums[0])
+    if distinct_x < degree + 1:
         return None
-    sxx_c = sxx - sx * sx / n
-    if sxx_c <= 1e-12:
+    beta = solve([[power_sums[i + j] for j in range(degree + 1)] for i in range(degree + 1)], list(cross_sums))
+    if beta is None:
         return None
-    sxy_c = sxy - sx * sy / n
-    syy_c = syy - sy * sy / n
-    slope = sxy_c / sxx_c
-    intercept = (sy - slope * sx) / n
-    rss = max(0.0, syy_c - slope * sxy_c)
-    r2 = 1 - rss / syy_c if syy_c > 1e-12 else 1.0
-    se = low = high = None
-    if n > 2:
-        se = math.sqrt(rss / (n - 2) / sxx_c)
-        half = t_quantile(0.95, n - 2) * se
-        low, high = slope - half, slope + half
-    return PowerFit(slope, math.exp(intercept), se, low, high, r2, n)
+    rss = max(0.0, syy - sum(b * s for b, s in zip(beta, cross_sums, strict=True)))
+    return PolyFit(tuple(beta), n, rss, n - (degree + 1))
 
 
-def fit_power_law(ns: Sequence[float], values: Sequence[float]) -> PowerFit | None:
-    """The same fit from points (N, y); points with N <= 0 or y <= 0 have no logarithm and are left out."""
-    points = [(math.log(x), math.log(y)) for x, y in zip(ns, values, strict=True) if x > 0 and y > 0]
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    return fit_from_sums(len(points), sum(xs), sum(ys), sum(x * x for x in xs), sum(x * y for x, y in points),
-                         sum(y * y for y in ys))
+def fit_polynomial(xs: Sequence[float], ys: Sequence[float], degree: int) -> PolyFit | None:
+    """The same fit from points, its residual sum recomputed from the points themselves."""
+    if len(xs) != len(ys):
+        raise ValueError("xs and ys differ in length")
+    power = [sum(x**k for x in xs) for k in range(2 * degree + 1)]
+    cross = [sum(x**k * y for x, y in zip(xs, ys, strict=True)) for k in range(degree + 1)]
+    fit = fit_from_moments(degree, power, cross, sum(y * y for y in ys), len(set(xs)))
+    if fit is None:
+        return None
+    return residual_sum(fit, sum((y - fit(x)) ** 2 for x, y in zip(xs, ys, strict=True)))
+
+
+def residual_sum(fit: PolyFit, rss: float) -> PolyFit:
+    """`fit` with its residual sum of squares computed another way (from the points, or from per-x means and
+    spreads: Σ over x of [within-x sum of squares + count·(mean - fit(x))²])."""
+    return PolyFit(fit.coefficients, fit.n, rss, fit.residual_df)

@@ -9,13 +9,11 @@ Heartbeat, an OffsetCommit, ...), so those responses are its notifications here.
 
 from __future__ import annotations
 
-import math
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zkconsumer.lab.analysis import owner_nodes as wire
-from zkconsumer.lab.analysis.fit import fit_from_sums
+from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change
 from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
@@ -29,6 +27,10 @@ FIT_METRICS = {
     **{design: _ZK_FIT for design in ZOOKEEPER_DESIGNS},
     "coordinator": ("kafka_coordination_per_change", "rebalance_notices_per_change"),
 }
+# ZooKeeper requests per join grow as M² (every member re-reads every registration, docs/join-cost.md); every
+# other per-change cost the herd fits is linear in N by its protocol.
+FIT_DEGREE = {"zk_requests_per_change": 2}
+MAX_DEGREE = 2
 
 
 def wire_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
@@ -114,24 +116,25 @@ def rebalance_totals(counts: DataFrame, keys: tuple[str, ...]) -> DataFrame:
 
 
 def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:
-    """Growth exponent of each per-change metric against N, per (scenario, design, process mode): one fit per
-    sweep, from every run with N > 0, at least one change and a positive value (a log needs one).
+    """Per (scenario, design, process mode) sweep and metric: the least-squares polynomial of the per-change cost
+    in N (`FIT_DEGREE`: a·N² + b·N + c for ZooKeeper requests, a·N + b otherwise), from every run with N > 0 and at
+    least one change, with its residuals: `rms_residual` over the runs, `max_abs_residual` of the mean per N.
 
-    Besides the fit over the whole sweep, `tail_exponent` is the slope between the two largest N (mean per N):
-    a cost like N^2 + 7N + 3P looks flatter than N^2 over small N, where the constant dominates."""
+    The sums the normal equations need are aggregated per (sweep, N) in Spark; a sweep with fewer distinct N than
+    coefficients has no fit (it would pass through any points)."""
     metrics = sorted({m for pair in FIT_METRICS.values() for m in pair})
     points = (runs.filter(F.col("members") > 0)
               .select("scenario", "design", "process_mode", F.col("members").cast("double").alias("n"),
                       F.explode(F.array(*[F.struct(F.lit(m).alias("metric"), F.col(m).alias("y"))
                                           for m in metrics])).alias("p"))
               .select("scenario", "design", "process_mode", "n", "p.metric", "p.y")
-              .filter(F.col("y") > 0))
-    x, y = F.log("n"), F.log("y")
-    # partial sums per (sweep, N): the fit adds them up, the tail exponent uses the means of the last two N
+              .filter(F.col("y").isNotNull()))
+    x, y = F.col("n"), F.col("y")
+    powers = [F.sum(x ** k).alias(f"sx{k}") for k in range(2 * MAX_DEGREE + 1)]
+    cross = [F.sum(x ** k * y).alias(f"sxy{k}") for k in range(MAX_DEGREE + 1)]
     partials = (points.groupBy("scenario", "design", "process_mode", "metric", "n")
-                .agg(F.count(F.lit(1)).alias("k"), F.sum(x).alias("sx"), F.sum(y).alias("sy"),
-                     F.sum(x * x).alias("sxx"), F.sum(x * y).alias("sxy"), F.sum(y * y).alias("syy"),
-                     F.avg("y").alias("mean"))
+                .agg(*powers, *cross, F.sum(y * y).alias("syy"), F.avg("y").alias("mean"),
+                     F.count(y).alias("k"), (F.var_pop(y) * F.count(y)).alias("within"))
                 .collect())
     groups: dict[tuple, list] = {}
     for p in partials:
@@ -139,12 +142,15 @@ def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:
             groups.setdefault((p["scenario"], p["design"], p["process_mode"], p["metric"]), []).append(p)
     rows = []
     for key, parts in sorted(groups.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
-        total = {c: sum(p[c] for p in parts) for c in ("k", "sx", "sy", "sxx", "sxy", "syy")}
-        fit = fit_from_sums(total["k"], total["sx"], total["sy"], total["sxx"], total["sxy"], total["syy"])
-        if fit is None or not math.isfinite(fit.exponent):
+        degree = FIT_DEGREE.get(key[3], 1)
+        fit = fit_from_moments(degree, [sum(p[f"sx{k}"] for p in parts) for k in range(2 * degree + 1)],
+                               [sum(p[f"sxy{k}"] for p in parts) for k in range(degree + 1)],
+                               sum(p["syy"] for p in parts), len(parts))
+        if fit is None:
             continue
-        by_n = sorted(parts, key=lambda p: p["n"])
-        (n1, y1), (n2, y2) = (by_n[-2]["n"], by_n[-2]["mean"]), (by_n[-1]["n"], by_n[-1]["mean"])
-        rows.append((*key, total["k"], by_n[0]["n"], n2, fit.exponent, fit.exponent_se, fit.ci95_low, fit.ci95_high,
-                     fit.coefficient, fit.r2, math.log(y2 / y1) / math.log(n2 / n1)))
+        # the residuals from means and spreads per N: yᵀy - βᵀXᵀy would cancel to noise for an exact polynomial
+        fit = residual_sum(fit, sum(p["within"] + p["k"] * (p["mean"] - fit(p["n"])) ** 2 for p in parts))
+        a = [*fit.coefficients, None, None][:3]
+        rows.append((*key, fit.n, len(parts), min(p["n"] for p in parts), max(p["n"] for p in parts), degree,
+                     a[2], a[1], a[0], fit.rms_residual, max(abs(p["mean"] - fit(p["n"])) for p in parts)))
     return spark.createDataFrame(rows, FIT_SCHEMA)

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis import predictions as sim
+from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.local_spark import bind_loopback
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
@@ -157,7 +158,9 @@ def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths
     paths["predictions"] = out_dir / "tables" / "predictions"
     frame.write.mode("overwrite").parquet(str(paths["predictions"]))
     data.predictions = _rows(spark.read.parquet(str(paths["predictions"])))  # run once: the sweep is not cached
-    data.comparisons = sim.compare(runs, data.predictions)
+    held_out = predict_held_out(spark, runs)  # time to stable out of sample, when a repeat can be held out
+    data.comparisons = (sim.compare(runs, data.predictions, *held_out) if held_out
+                        else sim.compare(runs, data.predictions))
     if data.comparisons:
         paths["prediction_comparison"] = out_dir / "tables" / "prediction_comparison"
         spark.createDataFrame(sim.rows_as_dicts(data.comparisons), sim.comparison_schema()).write.mode(

@@ -225,9 +225,9 @@ def render(data: ReportData, path: Path) -> Path:
                  f"{sum(1 for c in data.changes if c.get('counted'))} membership changes.</p>")
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in data.notes]
     parts.append("<h2>The herd: cost per membership change against N</h2>")
-    figure(herd_figure(data.runs, data.fits, "requests"), "No sweep over N in these runs.")
-    figure(herd_figure(data.runs, data.fits, "notifications"), "No notifications to plot.")
-    parts.append(fit_table(data.fits))
+    figure(herd_figure(data.runs, data.fits, "requests", data.changes), "No sweep over N in these runs.")
+    figure(herd_figure(data.runs, data.fits, "notifications", data.changes), "No notifications to plot.")
+    parts.append(fit_table(data.fits, data.runs, data.changes))
     parts.append("<h2>Latency</h2>")
     figure(latency_figure(data.changes, data.pauses), "No membership change with a measured latency.")
     parts.append("<h2>Ownership timeline of one rebalance per design</h2>")

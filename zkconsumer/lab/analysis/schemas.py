@@ -112,19 +112,19 @@ TRACE_ERROR_SCHEMA = T.StructType([
     T.StructField("first_bad_text", _STRING),
 ])
 
-FIT_SCHEMA = T.StructType([
+FIT_SCHEMA = T.StructType([  # herd.herd_fit: a least-squares polynomial in N per sweep and metric
     T.StructField("scenario", _STRING),
     T.StructField("design", _STRING),
     T.StructField("process_mode", _STRING),
     T.StructField("metric", _STRING),
     T.StructField("runs", T.IntegerType()),
+    T.StructField("sizes", T.IntegerType()),  # distinct N
     T.StructField("n_min", T.DoubleType()),
     T.StructField("n_max", T.DoubleType()),
-    T.StructField("exponent", T.DoubleType()),
-    T.StructField("exponent_se", T.DoubleType()),
-    T.StructField("ci95_low", T.DoubleType()),
-    T.StructField("ci95_high", T.DoubleType()),
-    T.StructField("coefficient", T.DoubleType()),
-    T.StructField("r2", T.DoubleType()),
-    T.StructField("tail_exponent", T.DoubleType()),  # slope between the two largest N
+    T.StructField("degree", T.IntegerType()),
+    T.StructField("a2", T.DoubleType()),  # the N² coefficient (null for a linear fit)
+    T.StructField("a1", T.DoubleType()),  # the N coefficient
+    T.StructField("a0", T.DoubleType()),  # the constant
+    T.StructField("rms_residual", T.DoubleType()),  # sqrt(RSS / (runs - coefficients)); null without a residual df
+    T.StructField("max_abs_residual", T.DoubleType()),  # largest |mean per N - fit(N)|
 ])

@@ -59,30 +59,34 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
     predicted = ([r.asDict() for r in result.read(spark, "predictions").collect()]
                  if "predictions" in result.tables else [])
     Console(width=200).print(summary_table(runs, predicted))
-    exact = _exact_counts(spark, result)
+    headline = _prediction_headline(spark, result)
     spark.stop()  # the Spark JVM is ours too: stopped here, not left to the interpreter's exit
-    console.print("[brackets]: the simulation's first seed; the report predicts a run that raced (an owner "
-                  "conflict) again with a seed that races as often", markup=False)
-    if exact is not None:
-        console.print(f"simulation: {exact[0]} of {exact[1]} deterministic counts predicted exactly")
+    console.print("[brackets]: the simulation, mean over its seeds fixed in advance (predictions.SEEDS)",
+                  markup=False)
+    if headline is not None:
+        console.print(f"simulation: {headline}", markup=False)
     console.print(f"done in {time.monotonic() - began:.0f} s; every server this job started is stopped")
     print(f"report: {result.report}")
     return result.report
 
 
-def _exact_counts(spark: Any, result: Any) -> tuple[int, int] | None:
+def _prediction_headline(spark: Any, result: Any) -> str | None:
+    """The line predictions.headline writes: "X of Y predictions hold ...; k of k protocol identities hold"."""
     if "prediction_comparison" not in result.tables:
         return None
-    rows = result.read(spark, "prediction_comparison").filter("exact is not null").collect()
-    return sum(1 for r in rows if r["exact"]), len(rows)
+    from zkconsumer.lab.analysis.predictions import headline
+
+    return headline(result.read(spark, "prediction_comparison").collect())
 
 
 def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -> Table:
     """Per N: both designs' cost of one join, observed (and predicted where the simulation ran)."""
+    from zkconsumer.lab.analysis.predictions import mean_by_size
+
     by_n: dict[int, dict[str, dict[str, Any]]] = {}
     for run in runs:
         by_n.setdefault(run["members"], {})[run["design"]] = run
-    prediction = {p["members"]: p for p in predicted}
+    prediction = mean_by_size(predicted)  # per N: the mean over the fixed seeds
     table = Table(title="one join into a group of N (per membership change; predicted in brackets)")
     for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s",
                    "coord JoinGroup+SyncGroup", "coord stable s"):

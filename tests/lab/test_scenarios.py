@@ -285,7 +285,8 @@ def test_unknown_keys_and_actions_are_errors_with_hints():
     assert lines == ["x.toml: load.rat: unknown key: did you mean 'rate'?",
                      "x.toml: churn[0].action: unknown action 'kil': use one of join, leave, kill, pause, expire, "
                      "restart, add_partitions, kill_zk_leader, delay",
-                     "x.toml: churn[1].member: unknown key: remove it (known keys here: at, action, count, interval)",
+                     "x.toml: churn[1].member: unknown key: remove it (known keys here: at, spread, action, count, "
+                     "interval)",
                      "x.toml: churn[2].action: required: set action to one of join, leave, kill, pause, expire, "
                      "restart, add_partitions, kill_zk_leader, delay",
                      "x.toml: durration: unknown key: did you mean 'duration'?"]
@@ -469,3 +470,109 @@ def test_lab_list_dir_reports_bad_files(tmp_path: Path):
     assert result.exit_code == 1
     assert "t " in result.stdout and result.stdout.splitlines()[-1].startswith("1 scenarios")
     assert result.stderr.startswith(f"error: {tmp_path / 'b.toml'}: line 1, column 8: invalid TOML")
+
+
+# --- the churn's phase against the members' timers (spread) and the delivery audit's commit interval ---------
+
+HERD_LIKE = ("herd", "staggered-join", "lesson", "far-members", "crash")
+
+
+def test_a_spread_draws_the_time_from_the_case_seed_over_the_whole_interval():
+    join = churn('at = 1.0\naction = "join"\nspread = "heartbeat"')
+    s = load(join, top="repeats = 100\nseed = 11\n")
+    cases = [c for seed in (11, 12, 13, 14) for c in load(join, top=f"repeats = 100\nseed = {seed}\n").cases()]
+    offsets = [c.steps[0].offset for c in cases]
+    assert [c.steps[0].offset for c in s.cases()] == offsets[:100], "the draw must be a function of the seed"
+    assert all(c.steps[0].at == 1.0 + c.steps[0].offset for c in cases)
+    heartbeat = s.coordinator.heartbeat_interval_ms / 1000
+    assert all(0 <= o < heartbeat for o in offsets)
+    # uniform over the whole interval: every tenth of it is hit, none far more often than the others
+    tenths = [sum(1 for o in offsets if k * heartbeat / 10 <= o < (k + 1) * heartbeat / 10) for k in range(10)]
+    assert min(tenths) >= 20 and max(tenths) <= 65, tenths
+    assert offsets[:100] != offsets[100:200], "another scenario seed draws other phases"
+
+
+def test_every_design_of_a_case_runs_the_same_drawn_time():
+    body = churn('at = 1.0\naction = "join"\nspread = 1.5', 'at = 4.0\naction = "leave"\nspread = "heartbeat"')
+    one = load(body, top='designs = ["zk"]\nrepeats = 5\n').cases()
+    both = load(body, top='designs = ["coordinator", "zk"]\nrepeats = 5\n').cases()
+    assert [[(st.at, st.offset) for st in c.steps] for c in one] == [[(st.at, st.offset) for st in c.steps]
+                                                                      for c in both]
+    assert len({c.steps[0].at for c in both}) == 5 and all(1.0 <= c.steps[0].at < 2.5 for c in both)
+
+
+def test_a_spread_leaves_random_member_picks_as_they_were():
+    kill = 'at = 2.0\naction = "kill"\nmember = "random"\ncount = 2'
+    fixed = load(churn('at = 1.0\naction = "join"', kill), top='designs = ["zk"]\nrepeats = 10\n')
+    spread = load(churn('at = 1.0\naction = "join"\nspread = 0.5', kill), top='designs = ["zk"]\nrepeats = 10\n')
+    assert [c.steps[1].members for c in fixed.cases()] == [c.steps[1].members for c in spread.cases()]
+
+
+def test_a_spread_of_zero_keeps_the_fixed_time():
+    assert [st.at for st in load(churn('at = 1.25\naction = "join"')).cases()[0].steps] == [1.25]
+    assert load(churn('at = 1.25\naction = "join"\nspread = 0')).cases()[0].steps[0].offset == 0.0
+
+
+def test_a_heartbeat_spread_follows_a_heartbeat_sweep():
+    s = load(churn('at = 1.0\naction = "join"\nspread = "heartbeat"')
+             + '\n[sweep]\naxis = "heartbeat_interval_ms"\nvalues = [500, 3000]\n', top="repeats = 30\n")
+    by_value: dict[int, list[float]] = {}
+    for c in s.cases():
+        by_value.setdefault(c.sweep_value, []).append(c.steps[0].offset)
+    assert max(by_value[500]) < 0.5 and max(by_value[3000]) > 1.5
+
+
+def test_a_spread_must_keep_the_actions_in_order_and_inside_the_run():
+    assert errors(churn('at = 1.0\naction = "join"\nspread = 2.0', 'at = 2.5\naction = "leave"')) == [
+        "x.toml: churn[0].spread: the join may run as late as t=3.0 s, after churn[1] (t=2.5 s): a drawn time "
+        "must keep the actions in order, so move churn[1] later"]
+    assert errors(churn('at = 9.0\naction = "join"\nspread = "heartbeat"')) == [
+        "x.toml: churn[0].spread: the join may run as late as t=11.0 s, after the end of the run (duration = "
+        "10.0 s): move it earlier or raise duration"]
+    assert errors(churn('at = 1.0\naction = "join"\ncount = 3\ninterval = 4.0\nspread = 2.0')) == [
+        "x.toml: churn[0].interval: the join ends at t=11.0 s (with its spread), after the end of the run "
+        "(duration = 10.0 s): shorten it or raise duration"]
+    assert errors(churn('at = 1.0\naction = "join"\nspread = -1.0')) == [
+        'x.toml: churn[0].spread: spread must be >= 0 seconds or "heartbeat", got -1.0']
+    assert len(errors(churn('at = 1.0\naction = "join"\nspread = "beat"'))) >= 1
+
+
+def test_herd_like_shipped_scenarios_draw_the_phase_and_the_others_keep_their_times():
+    for s in shipped_scenarios():
+        spread = {s.spread_s(a) for a in s.churn}
+        if s.name in HERD_LIKE:
+            assert spread == {s.coordinator.heartbeat_interval_ms / 1000}, s.name
+            offsets = {c.steps[0].offset for c in s.cases()}
+            assert len(offsets) == len(s.cases()) > 0 or s.repeats == 1, s.name
+        else:
+            assert spread <= {0.0}, s.name
+
+
+def test_the_coordinator_commits_on_the_zookeeper_designs_interval():
+    audit = '\n[load]\nrate = 50.0\n'
+    s = load(audit)
+    assert s.coordinator_commit_interval_ms == 60000  # Kafka 0.8's default, not kafka-python's 5000
+    s = parse_scenario(text(audit).replace("[group]", '[zk]\n"auto.commit.interval.ms" = 1500\n\n[group]'), "x.toml")
+    assert s.coordinator.auto_commit_interval_ms is None and s.coordinator_commit_interval_ms == 1500
+    off = parse_scenario(text().replace("[group]", '[zk]\n"auto.commit.enable" = false\n\n[group]'), "x.toml")
+    assert off.coordinator_auto_commit is False
+    for name in ("crash", "expiry-storm", "rolling-restart"):
+        shipped = shipped_scenario(name)
+        assert shipped.audits_delivery
+        assert shipped.coordinator_commit_interval_ms == shipped.zk_config("g", "h:1").auto_commit_interval_ms
+
+
+def test_a_different_coordinator_commit_interval_is_refused_where_delivery_is_audited():
+    zk = '[zk]\n"auto.commit.interval.ms" = 1000\n\n[group]'
+    body = "\n[coordinator]\nauto_commit_interval_ms = 5000\n"
+    audited = text(body + "\n[load]\nrate = 50.0\n").replace("[group]", zk)
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(audited, "x.toml")
+    assert caught.value.lines == [
+        "x.toml: coordinator.auto_commit_interval_ms: 5000 differs from zk auto.commit.interval.ms (1000) in a "
+        "scenario that audits delivery ([load] rate > 0): make them equal, or remove it (it then follows the zk "
+        "setting)"]
+    # without a load nothing is audited, so the coordinator may commit on its own period
+    assert parse_scenario(text(body).replace("[group]", zk), "x.toml").coordinator_commit_interval_ms == 5000
+    equal = audited.replace("auto_commit_interval_ms = 5000", "auto_commit_interval_ms = 1000")
+    assert parse_scenario(equal, "x.toml").coordinator_commit_interval_ms == 1000

@@ -293,6 +293,8 @@ class CoordinatorDriver:
             "consumed": sum(view.consumed for view in views.values()),
             "consumed_per_member": {name: view.consumed for name, view in sorted(views.items())},
             "exit_codes": {name: view.exit_codes for name, view in sorted(views.items()) if view.exit_codes},
+            # lines of the members' trace files the live tail could not read (a torn last line of a killed member)
+            "bad_trace_lines": sum(view.tail.errors.count for view in views.values()),
             **actions,
         }
 
@@ -306,7 +308,8 @@ class CoordinatorDriver:
             run_path=str(env.run.path), session_timeout_ms=c.session_timeout_ms,
             heartbeat_interval_ms=c.heartbeat_interval_ms, max_poll_interval_ms=c.max_poll_interval_ms,
             assignor=c.assignor, metadata_max_age_ms=c.metadata_max_age_ms, incarnation=incarnation,
-            log_level=env.log_level)
+            log_level=env.log_level, enable_auto_commit=env.case.scenario.coordinator_auto_commit,
+            auto_commit_interval_ms=env.case.scenario.coordinator_commit_interval_ms)
 
     def _refresh(self) -> None:
         for view in self._views.values():

@@ -55,6 +55,10 @@ class CoordinatorMemberSettings:
     max_poll_interval_ms: int = 30000
     assignor: str = "range"
     metadata_max_age_ms: int = 300_000  # how soon the group leader sees added partitions (and rebalances)
+    # The ZooKeeper design's auto.commit.enable and auto.commit.interval.ms, so both designs commit alike
+    # (Scenario.coordinator_commit_interval_ms); Kafka 0.8's defaults, not kafka-python's 5000.
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 60_000
     incarnation: int = 1  # 1 for the first start of this name, 2 for its first restart, ...
     log_level: str = "INFO"
     extra: dict[str, Any] = field(default_factory=dict)  # more KafkaConsumer keyword arguments
@@ -76,7 +80,8 @@ class CoordinatorMemberSettings:
             "session_timeout_ms": self.session_timeout_ms, "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "max_poll_interval_ms": self.max_poll_interval_ms, "metadata_max_age_ms": self.metadata_max_age_ms,
             "partition_assignment_strategy": [ASSIGNORS[self.assignor]],
-            "auto_offset_reset": "earliest", "enable_auto_commit": True, **self.extra,
+            "auto_offset_reset": "earliest", "enable_auto_commit": self.enable_auto_commit,
+            "auto_commit_interval_ms": self.auto_commit_interval_ms, **self.extra,
         }
 
     @property

@@ -136,6 +136,10 @@ class CoordinatorSettings(_Model):
     # join into an empty group waits for more members. A broker setting: the lab runs its embedded broker with
     # it. 0 (what the herd comparison uses) completes that join at once; Kafka's default is 3000.
     initial_rebalance_delay_ms: int = Field(0, ge=0, le=300_000)
+    # kafka-python's auto_commit_interval_ms (its default is 5000, Kafka 0.8's auto.commit.interval.ms 60000).
+    # Unset, it is the [zk] auto.commit.interval.ms (Scenario.coordinator_commit_interval_ms), so both designs
+    # commit alike; set, it must equal that in a scenario that audits delivery (scenario_rules).
+    auto_commit_interval_ms: int | None = Field(None, ge=1)
 
 
 class Load(_Model):
@@ -151,8 +155,25 @@ class NetworkRule(_Model):
     jitter_ms: int = Field(0, ge=0, le=60_000)
 
 
+HEARTBEAT = "heartbeat"
+
+
 class _Action(_Model):
     at: float = Field(ge=0, description="seconds after t=0 (the settled initial group)")
+    # t = 0 is when the group settled, which is also when every coordinator-design member's heartbeat timer
+    # restarted: an action at a fixed `at` would reach the incumbents at the same phase of their heartbeat in
+    # every run, and that phase alone decides how long they take to hear of it. A spread draws the action's time
+    # uniformly from [at, at + spread) with the case's seed (scenario_rules.phase_offset): the same draw on
+    # every design of the case. "heartbeat" spreads over one coordinator heartbeat interval.
+    spread: float | Literal["heartbeat"] = Field(0.0, description="seconds over which the action's time is "
+                                                 'drawn after at, or "heartbeat"; 0 = exactly at')
+
+    @field_validator("spread")
+    @classmethod
+    def _spread_not_negative(cls, spread: float | str) -> float | str:
+        if not isinstance(spread, str) and spread < 0:
+            raise ValueError(f"spread must be >= 0 seconds or \"heartbeat\", got {spread!r}")
+        return spread
 
 
 class _MemberAction(_Action):
@@ -305,6 +326,29 @@ class Scenario(_Model):
 
         return expand_cases(self)
 
+    @property
+    def audits_delivery(self) -> bool:
+        """A scenario with a load audits delivery (every produced offset against what members consumed)."""
+        return self.load.rate > 0
+
+    @property
+    def coordinator_commit_interval_ms(self) -> int:
+        """The coordinator design's auto-commit interval: its own setting, else the ZooKeeper design's."""
+        if self.coordinator.auto_commit_interval_ms is not None:
+            return self.coordinator.auto_commit_interval_ms
+        return self.zk_config("lab", "127.0.0.1:2181").auto_commit_interval_ms
+
+    @property
+    def coordinator_auto_commit(self) -> bool:
+        """Whether coordinator members auto-commit: as the ZooKeeper design's auto.commit.enable says."""
+        return self.zk_config("lab", "127.0.0.1:2181").auto_commit_enable
+
+    def spread_s(self, action: _Action) -> float:
+        """An action's spread in seconds ("heartbeat": the coordinator's heartbeat interval)."""
+        if action.spread == HEARTBEAT:
+            return self.coordinator.heartbeat_interval_ms / 1000
+        return float(action.spread)
+
     def zk_config(self, group_id: str, zookeeper_connect: str, consumer_id: str | None = None) -> ConsumerConfig:
         """The ZooKeeper design's ``ConsumerConfig`` for one member of one run."""
         props: dict[str, object] = {**self.zk, "group.id": group_id, "zookeeper.connect": zookeeper_connect}
@@ -333,9 +377,10 @@ class Step:
     """
 
     index: int  # position in the scenario's churn list
-    at: float
+    at: float  # when it runs: the action's `at` plus `offset`
     action: Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay
     members: tuple[int, ...] = ()
+    offset: float = 0.0  # drawn from the action's spread with the case's seed (0 without one)
 
     @property
     def kind(self) -> str:

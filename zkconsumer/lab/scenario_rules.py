@@ -189,10 +189,19 @@ def static_issues(s: Scenario) -> list[Issue]:
         elif i and a.at < s.churn[i - 1].at:
             add(f"{p}.at", f"t={secs(a.at)} s is before churn[{i - 1}].at (t={secs(s.churn[i - 1].at)} s): "
                 "list actions in time order")
+        spread = s.spread_s(a)
         end = _ends_at(a)
-        if end is not None and a.at <= s.duration < end[1]:
-            add(f"{p}.{end[0]}", f"the {a.action} ends at t={secs(end[1])} s, after the end of the run "
-                f"(duration = {secs(s.duration)} s): shorten it or raise duration")
+        if end is not None and a.at <= s.duration < end[1] + spread:
+            add(f"{p}.{end[0]}", f"the {a.action} ends at t={secs(end[1] + spread)} s"
+                f"{' (with its spread)' if spread else ''}, after the end of the run (duration = "
+                f"{secs(s.duration)} s): shorten it or raise duration")
+        elif spread and end is None and a.at <= s.duration < a.at + spread:
+            add(f"{p}.spread", f"the {a.action} may run as late as t={secs(a.at + spread)} s, after the end of "
+                f"the run (duration = {secs(s.duration)} s): move it earlier or raise duration")
+        later = s.churn[i + 1].at if i + 1 < len(s.churn) else None
+        if spread and later is not None and a.at <= later < a.at + spread:
+            add(f"{p}.spread", f"the {a.action} may run as late as t={secs(a.at + spread)} s, after churn[{i + 1}] "
+                f"(t={secs(later)} s): a drawn time must keep the actions in order, so move churn[{i + 1}] later")
         if s.group.process_mode == "threads" and _signals_a_process(a):
             add(f"{p}.action", f"{a.action} signals the member's own process: set group.process_mode = "
                 '"processes"')
@@ -201,6 +210,14 @@ def static_issues(s: Scenario) -> list[Issue]:
                 'set designs = ["zk"] (pause a member past its session timeout to compare both designs)')
         if isinstance(a, Delay):
             issues += _network_issues(p, a, ever)
+    # The delivery audit compares what each design's members recorded with what they committed: both must commit
+    # on the same period, or the designs' duplicates differ by the setting rather than by the design.
+    if s.audits_delivery and c.auto_commit_interval_ms is not None and "coordinator" in s.designs:
+        zk_interval = _zk_commit_interval(s)
+        if zk_interval is not None and c.auto_commit_interval_ms != zk_interval:
+            add("coordinator.auto_commit_interval_ms", f"{c.auto_commit_interval_ms} differs from zk "
+                f"auto.commit.interval.ms ({zk_interval}) in a scenario that audits delivery ([load] rate > 0): "
+                "make them equal, or remove it (it then follows the zk setting)")
     # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
     grown = [a.at for a in s.churn if isinstance(a, AddPartitions)]
     if grown and "coordinator" in s.designs and max(grown) + c.metadata_max_age_ms / 1000 > s.duration:
@@ -208,6 +225,23 @@ def static_issues(s: Scenario) -> list[Issue]:
             f"not refresh metadata between the add_partitions at t={secs(max(grown))} s and the end of the run "
             f"(duration = {secs(s.duration)} s), so they might never own the new partitions: lower it")
     return issues
+
+
+def _zk_commit_interval(s: Scenario) -> int | None:
+    """[zk] auto.commit.interval.ms with Kafka's default; None while [zk] itself is invalid (reported there)."""
+    try:
+        return s.zk_config("lab", "127.0.0.1:2181").auto_commit_interval_ms
+    except ConfigError:
+        return None
+
+
+def phase_offset(seed: int, index: int, spread: float) -> float:
+    """The drawn part of churn action ``index``'s time: uniform on [0, spread), a function of the case's seed and
+    the action's place only, so every design of a case gets the same draw, and the draw neither depends on nor
+    changes the members that ``random`` selectors pick (those use their own generator)."""
+    if spread <= 0:
+        return 0.0
+    return random.Random(f"phase:{seed}:{index}").random() * spread
 
 
 def _network_issues(path: str, rule: NetworkRule | Delay, ever: int) -> list[Issue]:
@@ -359,15 +393,17 @@ def resolve_steps(s: Scenario, seed: int) -> tuple[list[Step], list[Issue]]:
     line = _Timeline(s, seed)
     partitions = {t.name: t.partitions for t in s.group.topics}
     steps = []
-    for i in sorted(range(len(s.churn)), key=lambda k: s.churn[k].at):
+    offsets = [phase_offset(seed, i, s.spread_s(a)) for i, a in enumerate(s.churn)]
+    for i in sorted(range(len(s.churn)), key=lambda k: s.churn[k].at + offsets[k]):
         a, p = s.churn[i], f"churn[{i}]"
-        line.advance(a.at)
+        at = a.at + offsets[i]
+        line.advance(at)
         members: tuple[int, ...] = ()
         if isinstance(a, Join):
             members = tuple(range(line.next_index, line.next_index + a.count))
             line.next_index += a.count
             for k, m in enumerate(members):
-                line.arrive(m, a.at + k * a.interval, a.at, f"started by {p}")
+                line.arrive(m, at + k * a.interval, at, f"started by {p}")
         elif isinstance(a, MEMBER_ACTIONS):
             members = line.select(a, p)
             if a.action in ("leave", "kill"):
@@ -377,7 +413,7 @@ def resolve_steps(s: Scenario, seed: int) -> tuple[list[Step], list[Issue]]:
             elif isinstance(a, Restart):
                 for m in members:
                     line.present.remove(m)
-                    line.arrive(m, a.at + a.delay, a.at, f"restarted by {p}")
+                    line.arrive(m, at + a.delay, at, f"restarted by {p}")
         elif isinstance(a, AddPartitions):
             current = partitions.get(a.topic)
             if current is None:
@@ -394,5 +430,5 @@ def resolve_steps(s: Scenario, seed: int) -> tuple[list[Step], list[Issue]]:
                                      f"{s.zk_servers}): set zk_servers = 3"))
         elif isinstance(a, Delay):
             members = a.members.indices
-        steps.append(Step(index=i, at=a.at, action=a, members=members))
+        steps.append(Step(index=i, at=at, action=a, members=members, offset=offsets[i]))
     return steps, line.issues

@@ -25,6 +25,7 @@ from zkconsumer.errors import UserError
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.naming import member_name, name_width
+from zkconsumer.lab.noticing import CHANGE_ACTIONS
 from zkconsumer.lab.scenario import Case
 from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
@@ -89,6 +90,7 @@ class CaseRun:
         self._threads: list[threading.Thread] = []
         # (membership change number, when by the monotonic clock, when by the wall clock members stamp records with)
         self._pending_change: tuple[int, float, float] | None = None
+        self._offsets = {step.index: step.offset for step in case.steps}
         self._changes = 0
         self._next_member = 0
         indices = [self.scenario.group.members - 1, *(i for step in case.steps for i in step.members)]
@@ -294,8 +296,11 @@ class CaseRun:
     # --- stability, observation ------------------------------------------------------------------------
 
     def _membership(self, action: str, members: list[str], step: int, **extra: Any) -> None:
+        offset = self._offsets.get(step)
+        if offset:  # the drawn part of the step's time (its spread): the phase it ran at, for the analysis
+            extra.setdefault("offset_s", offset)
         self.trace.write("membership", action=action, members=members, step=step, **extra)
-        if action in ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause"):
+        if action in CHANGE_ACTIONS:
             self._changes += max(1, len(members))
             self._pending_change = (self._changes, time.monotonic(), time.time())
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.lab import identities
+from zkconsumer.event_log import LineErrors
+from zkconsumer.lab import gaps, identities
 from zkconsumer.lab.designs import is_zookeeper_design
+from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
@@ -47,9 +49,18 @@ class RunSummary:
     kafka_by_api: Counter = field(default_factory=Counter)
     kafka_errors: Counter = field(default_factory=Counter)  # "api/ERROR_NAME" of responses with an error code
     stable_s: list[float] = field(default_factory=list)
+    # stable_s split (zkconsumer/lab/noticing.py), one each per stable record: waiting for the incumbents to notice
+    # the change, and the rebalance itself; None where the record's change is not in the window
+    noticing_s: list[float | None] = field(default_factory=list)
+    rebalancing_s: list[float | None] = field(default_factory=list)
     first_owned_s: float | None = None
     joins: int = 0
     identities: list[identities.Identity] = field(default_factory=list)  # checked where they apply (one join)
+    # Counting gaps over the whole run (zkconsumer/lab/gaps.py): streams the proxies could not decode, requests
+    # sent into a blackhole, trace lines the reader skipped
+    undecodable: int = 0
+    blackholed: int = 0
+    bad_lines: int = 0
 
     @property
     def identities_hold(self) -> bool | None:
@@ -60,8 +71,21 @@ class RunSummary:
         return value / self.changes if self.changes else None
 
     @property
+    def counting_gaps(self) -> str | None:
+        """Why the run's counts are incomplete ("2 undecodable streams, ..."), or None."""
+        return gaps.describe(self.undecodable, self.blackholed, self.bad_lines)
+
+    @property
     def time_to_stable(self) -> float | None:
         return max(self.stable_s) if self.stable_s else None
+
+    @property
+    def stable_split(self) -> tuple[float | None, float | None]:
+        """(noticing, rebalancing) of the change whose time to stable is `time_to_stable`."""
+        if not self.stable_s:
+            return None, None
+        i = max(range(len(self.stable_s)), key=self.stable_s.__getitem__)
+        return self.noticing_s[i], self.rebalancing_s[i]
 
 
 def summarize(run_dir: Path) -> RunSummary:
@@ -69,20 +93,39 @@ def summarize(run_dir: Path) -> RunSummary:
     definition = manifest.get("scenario_definition", {})
     summary = RunSummary(run_dir, manifest["design"], manifest["case"], manifest.get("sweep", {}),
                          bool(manifest.get("completed")), definition.get("group", {}).get("members", 0))
-    records = sorted(read_traces(run_dir), key=lambda r: r.get("ts") or 0.0)
+    errors = LineErrors()
+    records = sorted(read_traces(run_dir, errors), key=lambda r: r.get("ts") or 0.0)
+    summary.bad_lines = errors.count
+    summary.undecodable = sum(map(gaps.is_undecodable, records))
+    summary.blackholed = sum(map(gaps.is_blackholed_request, records))
     start = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "settled"), None)
     end = next((r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done"), None)
     generations: set[int] = set()
     first_join: float | None = None
+    number = 0
+    changed: dict[int, tuple[float, list[str]]] = {}  # change number (run.py's) -> (its record's ts, members)
+    stables: list[tuple[int, float]] = []  # (change number, duration_s) of each stable record
+    notices: list[tuple[float, str]] = []
     for record in records:
         ts = record.get("ts") or 0.0
         if start is None or ts < start or (end is not None and ts > end):
             continue
         _count(summary, record, generations)
+        if record["type"] == "membership" and record.get("action") in CHANGE_ACTIONS:
+            number += max(1, len(record.get("members") or ()))
+            changed[number] = (ts, list(record.get("members") or ()))
+        elif record["type"] == "stable":
+            stables.append((record.get("generation_or_rebalance"), record["duration_s"]))
+        elif (member := notice_member(record)) is not None:
+            notices.append((ts, member))
         if first_join is None and record["type"] == "membership" and record["action"] == "join":
             first_join = ts
         elif first_join is not None and summary.first_owned_s is None and _owns_something(record):
             summary.first_owned_s = ts - first_join
+    for change, duration in stables:
+        parts = split(changed[change][0], duration, changed[change][1], notices) if change in changed else None
+        summary.noticing_s.append(parts.noticing_s if parts else None)
+        summary.rebalancing_s.append(parts.rebalancing_s if parts else None)
     summary.rebalances = summary.rebalances if is_zookeeper_design(summary.design) else len(generations)
     if summary.design == "coordinator" and identities.single_join(summary.joins, summary.changes - summary.joins):
         summary.identities = identities.coordinator_join(summary.members, dict(summary.kafka_by_api),
@@ -140,7 +183,8 @@ def render(summaries: list[RunSummary]):
 
     table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
     for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "identities", "done"):
+                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "notice s", "rebal s", "identities",
+                   "done"):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
@@ -148,9 +192,16 @@ def render(summaries: list[RunSummary]):
             str(s.failures), *(_fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
             _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.first_owned_s),
-            _fmt(s.time_to_stable), _identities(s),
-            "yes" if s.completed else "NO")
+            _fmt(s.time_to_stable), *map(_fmt, s.stable_split), _identities(s),
+            _done(s))
     return table
+
+
+def _done(s: RunSummary) -> str:
+    """yes; NO (the run did not complete); or "gaps: ..." (it did, but some of its traffic was not counted)."""
+    if not s.completed:
+        return "NO"
+    return f"gaps: {s.counting_gaps}" if s.counting_gaps else "yes"
 
 
 def _identities(s: RunSummary) -> str:

@@ -1,0 +1,119 @@
+"""Time to stable split into noticing and rebalancing (zkconsumer/lab/noticing.py), by the lab's summary, on
+hand-made trace records: which records count as an incumbent hearing of a change, and which do not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zkconsumer.lab.noticing import notice_member, split
+from zkconsumer.lab.summary import summarize
+
+T0 = 1_700_000_000.0
+
+
+def write_run(path: Path, design: str, records: list[dict]) -> Path:
+    (path / "traces").mkdir(parents=True)
+    manifest = {"design": design, "case": "c-r0", "sweep": {}, "completed": True,
+                "scenario_definition": {"group": {"members": 3}}}
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    lines = [json.dumps({"v": 1, "design": design, **r}) for r in records]
+    (path / "traces" / "run.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def phase(t: float, name: str) -> dict:
+    return {"type": "phase", "ts": T0 + t, "phase": name}
+
+
+def change(t: float, action: str, *members: str) -> dict:
+    return {"type": "membership", "ts": T0 + t, "action": action, "members": list(members), "step": 0}
+
+
+def stable(t: float, number: int, duration: float) -> dict:
+    return {"type": "stable", "ts": T0 + t, "generation_or_rebalance": number, "duration_s": duration,
+            "polled_s": duration + 0.05, "basis": "events"}
+
+
+def kafka(t: float, link: str, kind: str, api: str, error: str | None = None) -> dict:
+    return {"type": "wire", "ts": T0 + t, "proto": "kafka", "link": link, "kind": kind, "api_name": api,
+            "error_name": error, "error_code": 27 if error == "REBALANCE_IN_PROGRESS" else 0}
+
+
+def zk_event(t: float, link: str) -> dict:
+    return {"type": "wire", "ts": T0 + t, "proto": "zk", "link": link, "kind": "event", "op": None}
+
+
+def test_coordinator_noticing_is_the_last_incumbents_first_rebalance_notice_or_rejoin(tmp_path):
+    run = write_run(tmp_path / "coordinator", "coordinator", [
+        phase(0.0, "settled"),
+        kafka(0.5, "m1", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),  # before the change: not its notice
+        change(1.0, "join", "m3"),
+        kafka(1.05, "m3", "request", "JoinGroup"),  # the joiner: not an incumbent
+        kafka(1.06, "m3", "response", "SyncGroup", "REBALANCE_IN_PROGRESS"),
+        kafka(1.3, "m0", "response", "Heartbeat", "NONE"),  # a heartbeat answered without error: not a notice
+        kafka(1.6, "m0", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),
+        kafka(1.65, "m0", "request", "JoinGroup"),  # m0 heard at 1.6 already
+        kafka(1.8, "m1", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),
+        kafka(1.95, "m2", "request", "JoinGroup"),  # m2 rejoined without a notice on the wire: it heard by then
+        kafka(2.5, "m1", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),  # after stable: another story
+        stable(2.3, 1, 1.2),
+        phase(6.0, "done"),
+    ])
+    summary = summarize(run)
+    assert summary.stable_s == [1.2]
+    assert summary.noticing_s == [pytest.approx(0.95)] and summary.rebalancing_s == [pytest.approx(0.25)]
+    assert summary.stable_split == (pytest.approx(0.95), pytest.approx(0.25))
+
+
+def test_zookeeper_noticing_is_the_last_incumbents_first_watch_notification_per_change(tmp_path):
+    run = write_run(tmp_path / "zk", "zk", [
+        phase(0.0, "settled"),
+        change(1.0, "join", "m3"),
+        zk_event(1.02, "m0"), zk_event(1.03, "m1"), zk_event(1.04, "m3"), zk_event(1.1, "m2"),
+        zk_event(1.2, "m0"),  # m0's second notification: its first one counts
+        stable(1.6, 1, 0.5),
+        change(3.0, "leave", "m0"),
+        zk_event(3.01, "m0"),  # the leaver
+        zk_event(3.05, "m1"), zk_event(3.2, "m2"), zk_event(3.3, "m3"),
+        stable(3.5, 2, 0.4),
+        change(4.0, "join", "m4"),  # nobody notices inside its time to stable: noticing 0
+        zk_event(4.9, "m1"),
+        stable(4.5, 3, 0.3),
+        phase(6.0, "done"),
+    ])
+    summary = summarize(run)
+    assert summary.noticing_s == [pytest.approx(0.1), pytest.approx(0.3), 0.0]
+    assert summary.rebalancing_s == [pytest.approx(0.4), pytest.approx(0.1), pytest.approx(0.3)]
+    assert summary.stable_split == (pytest.approx(0.1), pytest.approx(0.4))  # of the longest change (0.5 s)
+
+
+def test_change_numbers_follow_the_orchestrators_count_of_members(tmp_path):
+    # A kill of two members counts two (run.py): the join after it is change 3, and its stable record says so.
+    run = write_run(tmp_path / "zk", "zk", [
+        phase(0.0, "settled"),
+        change(1.0, "kill", "m1", "m2"),
+        zk_event(1.5, "m0"), zk_event(1.6, "m2"),  # m2 is one of the killed: not an incumbent
+        stable(2.0, 2, 0.8),
+        change(3.0, "join", "m4"),
+        zk_event(3.2, "m0"),
+        stable(3.5, 3, 0.4),
+        phase(6.0, "done"),
+    ])
+    summary = summarize(run)
+    assert summary.noticing_s == [pytest.approx(0.5), pytest.approx(0.2)]
+    assert summary.rebalancing_s == [pytest.approx(0.3), pytest.approx(0.2)]
+    parts = split(T0 + 3.0, 0.4, ["m0"], [(T0 + 3.2, "m0")])
+    assert (parts.noticing_s, parts.rebalancing_s, parts.incumbents) == (0.0, 0.4, 0)
+
+
+def test_only_wire_records_of_a_notice_count():
+    assert notice_member(zk_event(0, "m1")) == "m1"
+    assert notice_member({"type": "wire", "proto": "zk", "kind": "request", "link": "m1"}) is None
+    assert notice_member(kafka(0, "m2", "response", "Heartbeat", "REBALANCE_IN_PROGRESS")) == "m2"
+    assert notice_member(kafka(0, "m2", "request", "JoinGroup")) == "m2"
+    assert notice_member(kafka(0, "m2", "response", "JoinGroup")) is None
+    assert notice_member(kafka(0, "m2", "request", "Heartbeat")) is None
+    assert notice_member({"type": "member_event", "member": "m2", "kind": "rebalance_begin"}) is None

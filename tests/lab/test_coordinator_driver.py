@@ -127,6 +127,25 @@ def test_settings_travel_as_json_and_become_consumer_keywords() -> None:
         CoordinatorMemberSettings(name="m", group="g", topics=[], bootstrap="", run_path="", assignor="sticky")
 
 
+@pytest.mark.parametrize(("zk", "interval", "enabled"), [
+    ("", 60000, True),  # Kafka 0.8's default on both sides, not kafka-python's 5000
+    ('[zk]\n"auto.commit.interval.ms" = 1000\n', 1000, True),
+    ('[zk]\n"auto.commit.enable" = false\n', 60000, False),
+])
+def test_members_auto_commit_as_the_zookeeper_design_does(tmp_path: Path, zk: str, interval: int,
+                                                           enabled: bool) -> None:
+    # The delivery audit counts what was handed out again after a commit: both designs must commit alike.
+    text = SCENARIO.format(mode="threads", topic="t", partitions=PARTITIONS).replace("[group]", zk + "\n[group]")
+    case = parse_scenario(text, "inline").cases()[0]
+    run = RunDirectory.create(tmp_path / "run")
+    driver = CoordinatorDriver("threads")
+    driver.start(LabEnvironment(run=run, case=case, group="g", topics={"t": PARTITIONS},
+                                zookeeper_connect=lambda _name: "unused", bootstrap="127.0.0.1:1",
+                                direct_zookeeper="unused", trace=run.trace("run", "coordinator")))
+    config = driver._settings("m0", 1).consumer_config()
+    assert config["auto_commit_interval_ms"] == interval and config["enable_auto_commit"] is enabled
+
+
 def test_a_restarted_member_starts_without_its_predecessors_assignment(tmp_path: Path) -> None:
     view = MemberView("m1", TraceTail(tmp_path / "none.jsonl"), incarnation=1)
     view.fold({"type": "generation", "kind": "assigned", "generation": 3, "partitions": ["t/0"], "incarnation": 1})

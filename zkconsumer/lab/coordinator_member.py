@@ -229,9 +229,6 @@ class CoordinatorMember:
             log.info("lab member %s: subscribed to %s in group %s", self.name, self.settings.topics,
                      self.settings.group)
             while not self._stop.is_set():
-                # poll() auto-commits the positions of what earlier polls returned: those records go into the
-                # trace first, so a kill -9 right after the commit cannot leave committed offsets unrecorded
-                self._batches.flush()
                 try:
                     batches = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
                 except Exception as exc:
@@ -243,6 +240,10 @@ class CoordinatorMember:
                     continue
                 for tp, records in batches.items():
                     self._batches.add_offsets(tp.topic, tp.partition, [record.offset for record in records])
+                # Written before the loop goes on, as the ZooKeeper design's member writes each message before it
+                # takes the next. poll() auto-commits the positions of what earlier polls returned (kafka-python
+                # commits only inside poll() and close()), so no commit can include an offset not yet recorded.
+                self._batches.flush()
         except BaseException as exc:
             self.error = exc
             log.exception("lab member %s: failed", self.name)

@@ -15,6 +15,7 @@ from zkconsumer.lab.analysis.herd import (
     wire_per_change,
     wire_per_run,
 )
+from zkconsumer.lab.analysis.notice_split import split_per_change, split_per_run
 from zkconsumer.lab.analysis.owner_nodes import blank_unreported, zookeeper_design
 from zkconsumer.lab.analysis.ownership import (
     intervals,
@@ -65,6 +66,7 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
     own = keep(ownership_per_change(spark, iv, events, frame.window_rows, runs))
     stw = keep(stop_the_world(events, windows))
     delivery, gaps = audit(records, keep)
+    noticed = keep(split_per_change(records, changes))  # time to stable = noticing_s + rebalancing_s
     delivery = keep(delivery)
 
     by_change = ["run_id", "change_index"]
@@ -77,9 +79,11 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
     info = runs.select("run_id", "scenario", "case", "process_mode", "members")
     per_change = keep(_unreported(combine(
         by_change, changes.join(F.broadcast(info), "run_id", "left"), wire_per_change(counts),
-        rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change)
+        rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change, noticed)
         .fillna(0, subset=[*PER_CHANGE, "overlaps", "overlap_s", "pauses"])))
-    per_run = keep(_runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors))
+    per_run = keep(combine(["run_id"],
+                           _runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors),
+                           split_per_run(noticed, changes, bounds)))
     return {
         "runs": per_run,
         "changes": per_change,

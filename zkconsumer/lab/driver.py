@@ -9,16 +9,18 @@ what they do as trace records; it never decides timing.
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from zkconsumer.event_log import read_json_lines
+from zkconsumer.event_log import LineErrors, line_error, read_json_lines
 from zkconsumer.lab.scenario import Case
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,17 +84,21 @@ class DesignDriver(Protocol):
 
 class TraceTail:
     """Follows a JSON-lines file another process appends to: `poll()` returns the records added since the last
-    call (a torn last line is kept for the next call). With `keep_open` the file stays open between polls
-    (a driver polling hundreds of members' files every 50 ms would otherwise spend its time in open());
-    `close()` it then."""
+    call (a line not yet ended is kept for the next call). Bad lines are skipped and counted in `errors`: a torn
+    line a killed writer left is ended by the next writer of the file (event_log.JsonLinesWriter), and then
+    counted here once. With `keep_open` the file stays open between polls (a driver polling hundreds of members'
+    files every 50 ms would otherwise spend its time in open()); `close()` it then."""
 
     def __init__(self, path: Path, keep_open: bool = False, offset: int = 0) -> None:
         self.path = path
         self.keep_open = keep_open
-        self._offset = offset  # where to start: a restarted member's tail skips its predecessor's records
+        # Where to start: a restarted member's tail skips its predecessor's records, but not a torn last line of
+        # the predecessor's, which it starts at so that the line is counted as bad, whole.
+        self._offset = _line_start(path, offset)
         self._partial = b""
         self._file: BinaryIO | None = None
         self._lock = threading.Lock()
+        self.errors = LineErrors()
 
     def poll(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -105,10 +111,13 @@ class TraceTail:
             self._partial = lines.pop()
             records = []
             for line in lines:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
+                record, reason = line_error(line + b"\n", last=False)
+                if record is not None:
+                    records.append(record)
+                elif reason is not None:
+                    if not self.errors.count:
+                        log.warning("%s: a bad line (%s): skipped and counted", self.path, reason)
+                    self.errors.add(self.path.name, reason)
             return records
 
     def close(self) -> None:
@@ -132,3 +141,27 @@ class TraceTail:
 
     def all(self) -> list[dict[str, Any]]:
         return list(read_json_lines(self.path)) if self.path.exists() else []
+
+
+def _line_start(path: Path, offset: int) -> int:
+    """`offset`, or if the byte before it does not end a line, where that line starts."""
+    if offset <= 0:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            if f.seek(0, 2) < offset:
+                return offset
+            position = offset
+            while position > 0:
+                start = max(0, position - 4096)
+                f.seek(start)
+                chunk = f.read(position - start)
+                if position == offset and chunk.endswith(b"\n"):
+                    return offset
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    return start + newline + 1
+                position = start
+            return 0
+    except FileNotFoundError:
+        return offset

@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.event_log import JsonLinesWriter, read_json_lines
+from zkconsumer.event_log import JsonLinesWriter, LineErrors, read_json_lines
 from zkconsumer.lab.designs import DESIGNS
 
 SCHEMA_VERSION = 1
@@ -98,10 +98,31 @@ class TraceWriter:
         self._out.close()
 
 
-def read_traces(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every record of a run, file by file (not merged by time: sort by `ts` where order matters)."""
+def bad_record(record: Mapping[str, Any]) -> str | None:
+    """Why a parsed line is not a record of this schema, or None: the checks of the Spark reader
+    (analysis/readers.py) but for the field types it also checks."""
+    for key in ("v", "type", "ts", "design"):
+        if record.get(key) is None:
+            return f"no {key!r}"
+    if record["v"] != SCHEMA_VERSION:
+        return f"schema version {record['v']}"
+    required = RECORD_TYPES.get(record["type"])
+    if required is None:
+        return f"unknown type {record['type']}"
+    missing = [f for f in required if record.get(f) is None]
+    return f"{record['type']} record without {missing[0]}" if missing else None
+
+
+def read_traces(run_dir: Path, errors: LineErrors | None = None) -> Iterator[dict[str, Any]]:
+    """Every record of a run, file by file (not merged by time: sort by `ts` where order matters). Bad lines
+    (torn, not JSON, not a record of this schema) are skipped, and counted in `errors` if given."""
     for path in sorted((run_dir / "traces").glob("*.jsonl")):
-        yield from read_json_lines(path)
+        for number, record in enumerate(read_json_lines(path, errors), 1):
+            reason = bad_record(record)
+            if reason is None:
+                yield record
+            elif errors is not None:
+                errors.add(f"{path.name} (record {number})", reason)
 
 
 @dataclass

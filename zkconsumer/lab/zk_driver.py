@@ -226,6 +226,7 @@ class ZkDriver:
         self._state: dict[str, dict[str, Any]] = {}  # member -> latest state, session, counts
         self._observer: ZkClient | None = None
         self._hosts: list[Any] = []  # _MemberHost, or the original's JVM hosts
+        self._retired_bad_lines = 0  # bad lines the tails of restarted members' earlier incarnations counted
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -253,6 +254,7 @@ class ZkDriver:
             self._state[name] = {"stats": self._state.get(name, {}).get("stats", {})}
             self._paused.discard(name)
         if old_tail is not None:
+            self._retired_bad_lines += old_tail.errors.count
             old_tail.close()
         if old is not None:
             old.stop(graceful=False)
@@ -368,6 +370,10 @@ class ZkDriver:
         for state in self._state.values():
             for key, value in state.get("stats", {}).items():
                 totals[key] = totals.get(key, 0) + value
+        with self._lock:
+            tails = list(self._tails.values())
+        # lines of the members' trace files the live tail could not read (a torn last line of a killed member)
+        totals["bad_trace_lines"] = self._retired_bad_lines + sum(tail.errors.count for tail in tails)
         return totals
 
     def _refresh(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.delivery import audit
 from zkconsumer.lab.analysis.herd import (
     herd_fit,
@@ -85,7 +86,7 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
                            _runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors),
                            split_per_run(noticed, changes, bounds)))
     return {
-        "runs": per_run,
+        "runs": with_counting_gaps(per_run, records),
         "changes": per_change,
         "wire_counts": counts,
         "rebalances": blank_unreported(rebalances.withColumn("generations", F.array_sort("generations")),
@@ -98,6 +99,25 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         "delivery_gaps": gaps,
         "trace_errors": trace_errors,
     }, cached
+
+
+def with_counting_gaps(per_run: DataFrame, records: DataFrame) -> DataFrame:
+    """`undecodable_streams` and `blackholed_requests` over the whole run, and `counting_gaps`, the reason its counts
+    are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or null."""
+    wire = records.filter(F.col("type") == "wire")
+    found = wire.groupBy("run_id").agg(
+        F.sum(F.when(F.col("kind") == "undecodable", 1).otherwise(0)).alias("undecodable_streams"),
+        F.sum(F.when(F.coalesce(F.col("dropped"), F.lit(False)) & F.col("kind").isin(*gaps.CLIENT_KINDS), 1)
+              .otherwise(0)).alias("blackholed_requests"))
+    joined = per_run.join(found, "run_id", "left").fillna(0, subset=["undecodable_streams", "blackholed_requests"])
+    counts = {"undecodable": F.col("undecodable_streams"), "blackholed": F.col("blackholed_requests"),
+              "bad_lines": F.coalesce(F.col("bad_lines"), F.lit(0))}
+    # gaps.describe's phrase, in the words gaps.WORDS gives it
+    parts = F.array_compact(F.array(*[
+        F.when(counts[key] == 1, F.lit(f"1 {one}")).when(counts[key] > 1, F.concat(counts[key].cast("string"),
+                                                                                  F.lit(f" {many}")))
+        for key, one, many in gaps.WORDS]))
+    return joined.withColumn("counting_gaps", F.when(F.size(parts) > 0, F.array_join(parts, ", ")))
 
 
 def _unreported(df: DataFrame) -> DataFrame:

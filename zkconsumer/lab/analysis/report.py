@@ -224,6 +224,21 @@ def render(data: ReportData, path: Path) -> Path:
     parts.append(f"<h1>{html.escape(data.title)}</h1><p>{len(data.runs)} runs ({completed} completed), "
                  f"{sum(1 for c in data.changes if c.get('counted'))} membership changes.</p>")
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in data.notes]
+def counting_gaps_flag(runs: list[dict[str, Any]]) -> str:
+    """A visible flag over the report when some runs' counts are incomplete (zkconsumer/lab/gaps.py), naming each
+    run and why; nothing when every run was counted in full."""
+    short = [r for r in runs if r.get("counting_gaps")]
+    if not short:
+        return ""
+    rows = "".join(f"<tr><td>{html.escape(str(r.get('run_id')))}</td><td>{html.escape(str(r.get('design')))}</td>"
+                   f"<td>{html.escape(r['counting_gaps'])}</td></tr>" for r in short)
+    return (f"<div class=gaps style='border:2px solid #c00;padding:4px 8px;margin:8px 0'><p><b>Counting gaps: "
+            f"{len(short)} of {len(runs)} runs were not counted in full</b> (their counts are short by what the "
+            "proxies could not decode, requests sent into a blackhole, whose replies never came, and trace lines "
+            "that could not be read; docs/traces.md).</p><table><tr><th>run_id</th><th>design</th>"
+            f"<th>counting gaps</th></tr>{rows}</table></div>")
+
+
     parts.append("<h2>The herd: cost per membership change against N</h2>")
     figure(herd_figure(data.runs, data.fits, "requests", data.changes), "No sweep over N in these runs.")
     figure(herd_figure(data.runs, data.fits, "notifications", data.changes), "No notifications to plot.")
@@ -242,6 +257,7 @@ def render(data: ReportData, path: Path) -> Path:
         figure(curve_figure(data.runs, data.predictions), "")
         parts.append(predictions_table(data.comparisons))
     parts.append("<h2>The designs side by side</h2>")
+    parts.append(counting_gaps_flag(data.runs))
     parts.append(comparison_table(data.runs))
     parts.append("<h2>Split brain: two members fetching one partition at once</h2>")
     parts.append(_rows_table(data.overlaps, ["run_id", "design", "tp", "member_a", "member_b", "start", "overlap_s",

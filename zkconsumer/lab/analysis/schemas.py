@@ -62,6 +62,7 @@ _FIELDS: dict[str, T.DataType] = {
     "error_name": _STRING,
     "path": _STRING,  # ZooKeeper: owner-node creates and deletes are the original design's claims and releases
     "err": T.IntegerType(),
+    "dropped": T.BooleanType(),  # a frame that met a blackhole (zkconsumer/lab/gaps.py)
     # owners, mntr
     "owners": _STRING,
     "sample": _STRING,

@@ -84,6 +84,7 @@ class DesignReplay:
     initial: dict[str, Any]
     steps: list[Step]
     stable_s: float | None  # the orchestrator's time to stable for this change, if it settled
+    bad_lines: int = 0  # trace lines of the run the replay could not read (event_log.LineErrors)
 
 
 @dataclass

@@ -80,6 +80,7 @@ def lesson_data(lesson: Lesson, page_dir: Path) -> dict[str, Any]:
             "initial": replay.initial, "steps": [s.to_json(page_dir) for s in replay.steps],
             "stable_s": replay.stable_s, "group": _group(replay.steps),
             "run_dir": str(replay.run_dir), "completed": bool(manifest.get("completed")),
+            "bad_lines": replay.bad_lines,
         }
     change = next(iter(lesson.designs.values())).change
     what = f"{change['action']} {', '.join(change['members'])}" + (" (restart)" if change.get("restart") else "")
@@ -104,6 +105,9 @@ def render(lesson: Lesson, page_dir: Path) -> str:
     designs = "both designs" if len(lesson.designs) == 2 else f"{len(lesson.designs)} designs"
     subtitle = (f"{data['change']} — replayed from the run's traces on {designs}; time to stable {stable}. "
                 "← → step, space plays.")
+    unread = {d: r.bad_lines for d, r in lesson.designs.items() if r.bad_lines}
+    if unread:  # a replay short of records must say so (a torn last line of a killed member, a garbled one)
+        subtitle += " Trace lines that could not be read: " + ", ".join(f"{d}: {n}" for d, n in unread.items()) + "."
     docs = Path("docs/lesson.md")
     runs = html.escape(", ".join(str(r.run_dir) for r in lesson.designs.values()))
     footer = (f"Built by <code>zkconsumer lab lesson</code> from {runs}. How the steps and the coordinator's "

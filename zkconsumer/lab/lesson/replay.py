@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.event_log import LineErrors
 from zkconsumer.lab.lesson.model import LessonError, Step
 from zkconsumer.lab.trace import read_traces
 
 Mutation = Callable[[dict[str, Any]], None]
 
 
-def load_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every record of a run, by time; one member's events keep their own order (`seq`) on equal times."""
-    records = list(read_traces(run_dir))
+def load_records(run_dir: Path, errors: LineErrors | None = None) -> list[dict[str, Any]]:
+    """Every record of a run, by time; one member's events keep their own order (`seq`) on equal times. Lines that
+    are not records (a torn last line, a garbled one) are skipped and counted in `errors`."""
+    records = list(read_traces(run_dir, errors))
     return sorted(records, key=lambda r: (r.get("ts") or 0.0, r.get("seq", 0)))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zkconsumer.event_log import LineErrors
 from zkconsumer.lab.designs import DESIGNS
 from zkconsumer.lab.lesson.coord_steps import build_coordinator
 from zkconsumer.lab.lesson.model import DesignReplay, Lesson, LessonError, find_runs
@@ -23,12 +24,13 @@ DESIGN_ORDER = DESIGNS  # the page's columns, left to right: ours, the original,
 
 
 def build_design(run_dir: Path, design: str, step: int | None = None) -> DesignReplay:
-    records = load_records(run_dir)
+    errors = LineErrors()
+    records = load_records(run_dir, errors)
     if not records:
         raise LessonError(f"{run_dir}: no trace records")
     window = change_window(records, step)
     initial, steps = BUILDERS[design](records, window)
-    return DesignReplay(design, run_dir, window.changes[0], initial, steps, window.stable_s)
+    return DesignReplay(design, run_dir, window.changes[0], initial, steps, window.stable_s, errors.count)
 
 
 def build_lesson(path: Path, *, case: str | None = None, step: int | None = None) -> Lesson:

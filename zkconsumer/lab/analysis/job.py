@@ -33,8 +33,10 @@ from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.local_spark import bind_loopback
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
+from zkconsumer.lab.analysis.ownership import contention_events
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
 from zkconsumer.lab.analysis.report import ReportData, Timeline, render
+from zkconsumer.lab.analysis.windows import RECOVERY_MARGIN_S, recovery_span
 from zkconsumer.lab.designs import DESIGNS
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,7 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     runs_df = runs_frame(spark, runs)
     traces = read_traces(spark, runs)
     tables, cached = compute(spark, traces.records, runs_df, traces.errors)
+    tables["contention"] = contention_events(traces.records)  # the split-brain section's events (split_brain.py)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for name, df in tables.items():
@@ -126,7 +129,15 @@ def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
     pauses = _rows(read("stop_the_world").filter(F.col("change_index").isNotNull()
                                                   & (F.col("partitions_before") > 0)).select("design", "pause_s"))
     errors = _rows(read("trace_errors").filter(F.col("bad_lines") > 0).orderBy("run_id", "file"))
-    overlaps = _rows(read("overlaps").orderBy(F.desc("overlap_s")).limit(TOP_OVERLAPS))
+    overlaps = _rows(read("overlaps").filter(F.col("change_index").isNotNull()).orderBy(F.desc("overlap_s"))
+                     .limit(TOP_OVERLAPS))
+    after_expiry = dict(read("overlaps").filter(F.col("change_index").isNotNull() & F.col("after_expiry"))
+                        .groupBy("run_id").count().collect())
+    # inside the churn only (the runs' counts are), which leaves out the initial group's many claims
+    churn = read("runs").select("run_id", "churn_start", "churn_end")
+    contention = _rows(read("contention").join(F.broadcast(churn), "run_id")
+                       .filter((F.col("ts") >= F.col("churn_start")) & (F.col("ts") <= F.col("churn_end")))
+                       .drop("churn_start", "churn_end"))
     timelines = [tl for design in DESIGNS
                  if (tl := _timeline(read("ownership_intervals"), runs, changes, design)) is not None]
     servers = sorted({r["servers"] for r in runs if r.get("servers")})
@@ -146,7 +157,8 @@ def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
     else:
         notes.append("No consume records in these runs: nothing to audit for duplicates or gaps.")
     return ReportData(runs=runs, changes=changes, fits=_rows(read("herd_fit")), pauses=pauses, timelines=timelines,
-                      trace_errors=errors, overlaps=overlaps, notes=notes)
+                      trace_errors=errors, overlaps=overlaps, notes=notes, contention=contention,
+                      overlaps_after_expiry=after_expiry)
 
 
 def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths: dict[str, Path],
@@ -168,27 +180,28 @@ def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths
 
 
 def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], design: str) -> Timeline | None:
-    """The first counted change of the design's run closest to TIMELINE_N members that has ownership records."""
+    """The churn step of the first counted change of the design's run closest to TIMELINE_N members that has
+    ownership records, from before it to after the group recovered (windows.recovery_span)."""
     owned = {r["run_id"] for r in intervals.select("run_id").distinct().collect()}
     candidates = sorted((abs((r["members"] or 0) - TIMELINE_N), r["members"] or 0, r["run_id"]) for r in runs
                         if r["design"] == design and r["run_id"] in owned)
     for _, _, run_id in candidates:
-        change = next((c for c in sorted((c for c in changes if c["run_id"] == run_id),
-                                         key=lambda c: c["change_index"]) if c["counted"]), None)
+        of_run = sorted((c for c in changes if c["run_id"] == run_id), key=lambda c: c["change_index"])
+        change = next((c for c in of_run if c["counted"]), None)
         if change is None:
             continue
-        t0, t1 = change["change_ts"], change["window_end"]
-        lo = change["window_start"] - 1.0  # a second of the steady state before the change
-        converged = change.get("convergence_s")  # measured from the window's start
-        settled = [v for v in (change.get("stable_s"), converged and converged + change["window_start"] - t0)
-                   if v is not None]
-        if settled:  # and a second after it settled: the rest of the window is the steady state again
-            t1 = min(t1, t0 + max(settled) + 1.0)
+        # the whole churn step (an expiry storm is several changes at once) through the group's recovery
+        start, t1 = recovery_span(of_run, change)
+        step = [c for c in of_run if c["step"] == change["step"]]
+        t0, lo = change["change_ts"], start - RECOVERY_MARGIN_S  # and some steady state before the change
+        last = step[-1]  # its time to stable is counted from its own record (docs/lab.md)
+        stable = None if last.get("stable_s") is None else last["change_ts"] + last["stable_s"] - t0
         rows = (intervals.filter((F.col("run_id") == run_id) & (F.col("end") > lo) & (F.col("start") < t1))
                 .select("member", "tp", "start", "end").collect())
         run = next(r for r in runs if r["run_id"] == run_id)
-        return Timeline(design, run_id, run["case"] or run_id, change["action"], change["change_members"],
-                        change.get("stable_s"), t1 - t0,
+        return Timeline(design, run_id, run["case"] or run_id, change["action"],
+                        ", ".join(c["change_members"] for c in step if c["change_members"]),
+                        stable, t1 - t0,
                         [(r["member"], r["tp"], max(r["start"], lo) - t0, min(r["end"], t1) - t0)
                          for r in rows])
     return None

@@ -187,3 +187,33 @@ def stop_the_world(events: DataFrame, windows: DataFrame) -> DataFrame:
                      (F.col("restarted_ts") - F.col("ts")).alias("pause_s"),
                      F.col("partitions").alias("partitions_before"), "partitions_after"))
     return attach_change(stops, windows, ts="stopped_ts")
+
+
+STALE_GENERATION = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID")  # a coordinator member acting on an old view
+
+
+def contention_events(records: DataFrame) -> DataFrame:
+    """What the split-brain section shows when it happened: run_id, design, member, ts, what, tp.
+
+    what: "owner NodeExists" (a ZooKeeper design's owner-node create refused: someone still owns `tp`; from the
+    wire, so both ZooKeeper designs alike), "owner create" (any owner-node create: two members creating one
+    partition's node in one change window computed it from different views of the group), "backoff after
+    <result>" (an attempt that failed and sleeps rebalance.backoff.ms), "rebalance failed", "session expired",
+    "lost" (a coordinator member's assignment lost) and "<api> <error>" (a coordinator member answered
+    STALE_GENERATION: its generation is not the coordinator's)."""
+    me, kind = F.col("type") == "member_event", F.col("kind")
+    create = (F.col("type") == "wire") & (F.col("proto") == "zk") & (kind == "reply") & (F.col("op") == "create")
+    owner_create = create & F.col("path").rlike(wire.OWNER_PATH)
+    stale = ((F.col("type") == "wire") & (F.col("proto") == "kafka") & (kind == "response")
+             & F.col("error_name").isin(*STALE_GENERATION))
+    what = (F.when(owner_create & (F.col("err") == wire.NODE_EXISTS), F.lit("owner NodeExists"))
+            .when(owner_create, F.lit("owner create"))
+            .when(me & (kind == "attempt_end") & ~F.col("result").isin("ok", "no_brokers", "stopped"),
+                  F.concat(F.lit("backoff after "), F.col("result")))
+            .when(me & (kind == "rebalance_failed"), F.lit("rebalance failed"))
+            .when(me & (kind == "session_expired"), F.lit("session expired"))
+            .when((F.col("type") == "generation") & (kind == "lost"), F.lit("lost"))
+            .when(stale, F.concat_ws(" ", "api_name", "error_name")))
+    return (records.select("run_id", "design", F.coalesce("member", "link").alias("member"), "ts", what.alias("what"),
+                           F.when(owner_create, wire.owner_tp()).alias("tp"))
+            .filter(F.col("what").isNotNull()))

@@ -18,6 +18,8 @@ from plotly.subplots import make_subplots
 
 from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, fit_table, herd_figure
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
+from zkconsumer.lab.analysis.split_brain import section as split_brain_section
+from zkconsumer.lab.analysis.verdict import verdict
 from zkconsumer.lab.designs import DESIGNS, LABELS
 
 NONE = "-"  # an empty cell
@@ -36,7 +38,7 @@ class Timeline:
     action: str
     members: str
     stable_s: float | None
-    window_s: float  # the chart ends here: the change's window, or shortly after the group settled
+    window_s: float  # the chart ends here: after the change's step recovered (windows.recovery_span)
     intervals: list[tuple[str, str, float, float]]  # member, partition, start, end (seconds from the change)
 
 
@@ -53,6 +55,8 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     predictions: list[dict[str, Any]] = field(default_factory=list)  # sweep rows (zkconsumer.lab.sim.sweep)
     comparisons: list[Any] = field(default_factory=list)  # predictions.Comparison: observed next to predicted
+    contention: list[dict[str, Any]] = field(default_factory=list)  # ownership.contention_events rows
+    overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -186,6 +190,19 @@ def _n(designs: dict[str, dict[str, Any]]) -> int:
     return next((r["members"] for r in designs.values() if r.get("members")), 0)
 
 
+def verdict_html(runs: list[dict[str, Any]]) -> str:
+    """The report's opening: the verdict's sentences (verdict.py), each computed from the runs."""
+    findings = verdict(runs)
+    if not findings:
+        return ("<section id=verdict><h2>Verdict</h2><p>No scenario ran two designs to completion: nothing to "
+                "compare.</p></section>")
+    items = "".join(f"<li data-metric='{html.escape(f.metric)}'>{html.escape(f.text)}</li>" for f in findings)
+    return ("<section id=verdict><h2>Verdict</h2><ul>" + items + "</ul><p class=note>Computed from the runs below "
+            "(the median of each design at each N; lower is better for every metric). Requests and notifications "
+            "are each design's own: ZooKeeper requests and watch events against JoinGroup+SyncGroup+LeaveGroup "
+            "and REBALANCE_IN_PROGRESS responses.</p></section>")
+
+
 def _rows_table(rows: list[dict[str, Any]], columns: list[str], empty: str) -> str:
     if not rows:
         return f"<p>{html.escape(empty)}</p>"
@@ -207,6 +224,21 @@ table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;c
 """
 
 
+def counting_gaps_flag(runs: list[dict[str, Any]]) -> str:
+    """A visible flag over the report when some runs' counts are incomplete (zkconsumer/lab/gaps.py), naming each
+    run and why; nothing when every run was counted in full."""
+    short = [r for r in runs if r.get("counting_gaps")]
+    if not short:
+        return ""
+    rows = "".join(f"<tr><td>{html.escape(str(r.get('run_id')))}</td><td>{html.escape(str(r.get('design')))}</td>"
+                   f"<td>{html.escape(r['counting_gaps'])}</td></tr>" for r in short)
+    return (f"<div class=gaps style='border:2px solid #c00;padding:4px 8px;margin:8px 0'><p><b>Counting gaps: "
+            f"{len(short)} of {len(runs)} runs were not counted in full</b> (their counts are short by what the "
+            "proxies could not decode, requests sent into a blackhole, whose replies never came, and trace lines "
+            "that could not be read; docs/traces.md).</p><table><tr><th>run_id</th><th>design</th>"
+            f"<th>counting gaps</th></tr>{rows}</table></div>")
+
+
 def render(data: ReportData, path: Path) -> Path:
     """Write the report to `path` and return it."""
     parts: list[str] = []
@@ -223,22 +255,9 @@ def render(data: ReportData, path: Path) -> Path:
     completed = sum(1 for r in data.runs if r.get("completed"))
     parts.append(f"<h1>{html.escape(data.title)}</h1><p>{len(data.runs)} runs ({completed} completed), "
                  f"{sum(1 for c in data.changes if c.get('counted'))} membership changes.</p>")
+    parts.append(verdict_html(data.runs))
     parts += [f"<p class=note>{html.escape(n)}</p>" for n in data.notes]
-def counting_gaps_flag(runs: list[dict[str, Any]]) -> str:
-    """A visible flag over the report when some runs' counts are incomplete (zkconsumer/lab/gaps.py), naming each
-    run and why; nothing when every run was counted in full."""
-    short = [r for r in runs if r.get("counting_gaps")]
-    if not short:
-        return ""
-    rows = "".join(f"<tr><td>{html.escape(str(r.get('run_id')))}</td><td>{html.escape(str(r.get('design')))}</td>"
-                   f"<td>{html.escape(r['counting_gaps'])}</td></tr>" for r in short)
-    return (f"<div class=gaps style='border:2px solid #c00;padding:4px 8px;margin:8px 0'><p><b>Counting gaps: "
-            f"{len(short)} of {len(runs)} runs were not counted in full</b> (their counts are short by what the "
-            "proxies could not decode, requests sent into a blackhole, whose replies never came, and trace lines "
-            "that could not be read; docs/traces.md).</p><table><tr><th>run_id</th><th>design</th>"
-            f"<th>counting gaps</th></tr>{rows}</table></div>")
-
-
+    parts.append(counting_gaps_flag(data.runs))
     parts.append("<h2>The herd: cost per membership change against N</h2>")
     figure(herd_figure(data.runs, data.fits, "requests", data.changes), "No sweep over N in these runs.")
     figure(herd_figure(data.runs, data.fits, "notifications", data.changes), "No notifications to plot.")
@@ -257,11 +276,10 @@ def counting_gaps_flag(runs: list[dict[str, Any]]) -> str:
         figure(curve_figure(data.runs, data.predictions), "")
         parts.append(predictions_table(data.comparisons))
     parts.append("<h2>The designs side by side</h2>")
-    parts.append(counting_gaps_flag(data.runs))
     parts.append(comparison_table(data.runs))
-    parts.append("<h2>Split brain: two members fetching one partition at once</h2>")
-    parts.append(_rows_table(data.overlaps, ["run_id", "design", "tp", "member_a", "member_b", "start", "overlap_s",
-                                             "after_expiry", "change_index"], "No overlapping ownership found."))
+    parts.append("<h2 id=split-brain>Split brain: members that disagree about the group</h2>")
+    parts.append(split_brain_section(data.runs, data.changes, data.contention, data.overlaps,
+                                     data.overlaps_after_expiry))
     if any(r["design"] in OWNERS_FROM_WIRE for r in data.runs):
         parts.append("<p class=note>The original's ownership is its owner nodes (created to deleted, on the wire), "
                      "not its fetchers, which it does not report: two of its members can only overlap through a "

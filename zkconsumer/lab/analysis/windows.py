@@ -32,6 +32,7 @@ from zkconsumer.lab.analysis import owner_nodes as wire
 
 WINDOW_ACTIONS = ("join", "leave", "kill", "expire", "pause", "resume", "add_partitions")
 COUNTED_ACTIONS = ("join", "leave", "kill", "expire", "pause")
+RECOVERY_MARGIN_S = 1.0  # a timeline shows this much of the steady state after the group recovered
 
 BOUNDS_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()), T.StructField("churn_start", T.DoubleType()),
@@ -143,6 +144,26 @@ def run_windows(run_id: str, run_end: float, marks: list[dict],
     facts = (sum(c[8] for c in counted), len(counted), max(durations, default=None),
              statistics.median(durations) if durations else None, len(durations))
     return (run_id, settled, churn_end, run_end, *facts), changes, windows
+
+
+def recovery_span(changes: list[dict], change: dict, margin_s: float = RECOVERY_MARGIN_S) -> tuple[float, float]:
+    """(start, end) of the churn step `change` belongs to, from one run's `changes` rows: from the step's first
+    window to the moment the group recovered from its last change, plus `margin_s`, never past that change's
+    window.
+
+    A step can be several changes at once (three expiries in one step: each its own record and window, a few
+    milliseconds long), and the group is stable again only after the last of them: its `stable` record, or its
+    last ownership event (`convergence_s`, from its window's start) when that comes later. A step that never
+    recovered runs to the end of its last window."""
+    step = sorted((c for c in changes if c["step"] == change["step"]), key=lambda c: c["change_index"]) or [change]
+    last = step[-1]
+    recovered = [last["stable_ts"]] if last.get("stable_ts") is not None else []
+    if last.get("convergence_s") is not None:
+        recovered.append(last["window_start"] + last["convergence_s"])
+    end = last["window_end"]
+    if recovered:
+        end = min(end, max(recovered) + margin_s)
+    return step[0]["window_start"], end
 
 
 def attach_change(df: DataFrame, windows: DataFrame, ts: str = "ts") -> DataFrame:

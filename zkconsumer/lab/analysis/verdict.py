@@ -1,0 +1,185 @@
+"""The report's opening verdict, computed from the runs: which design costs less on which metric, from which group
+size on, and by how much.
+
+Pure Python over the `runs` rows (docs/analysis.md), so the report, the main job's terminal summary and a test
+all get the same sentences. Nothing here knows which design ought to win: every sentence is built from the
+medians of the runs at each N, and the same code says the opposite when the data does.
+
+Per scenario and metric, the runs are grouped by N (the initial group size) and design. At an N the winner is
+the design with the lowest median; it is *clear* when every one of its repeats is below every repeat of the
+others (with one repeat per design that is just the lower value), else the designs *overlap* there. "From
+N = X on" is the smallest measured N from which the design that wins at the largest N wins at every N.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zkconsumer.lab.analysis.herd_view import HERD_METRICS
+from zkconsumer.lab.designs import DESIGNS, LABELS
+
+Row = dict[str, Any]
+# The split of time to stable (docs/lab.md): until every incumbent heard of the change, and the rest.
+NOTICING, REBALANCING = "noticing_s", "rebalancing_s"
+
+
+def _column(name: str) -> Callable[[Row], float | None]:
+    return lambda run: _number(run.get(name))
+
+
+def _per_change(name: str) -> Callable[[Row], float | None]:
+    def value(run: Row) -> float | None:
+        total, changes = _number(run.get(name)), _number(run.get("changes"))
+        return None if total is None or not changes else total / changes
+
+    return value
+
+
+def _herd(kind: str) -> Callable[[Row], float | None]:
+    def value(run: Row) -> float | None:
+        metric = HERD_METRICS[kind].get(run.get("design"))
+        return None if metric is None else _number(run.get(metric[0]))
+
+    return value
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    value: Callable[[Row], float | None]  # one run's figure, None when it has none
+    unit: str  # after a value: "" for counts, " s", " partition·s"
+    digits: int
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("requests", "requests per membership change (ZooKeeper requests; JoinGroup+SyncGroup+LeaveGroup)",
+           _herd("requests"), "", 0),
+    Metric("notifications", "notifications per membership change (watch events; REBALANCE_IN_PROGRESS responses)",
+           _herd("notifications"), "", 0),
+    Metric("stable", "time to stable", _column("time_to_stable_s"), " s", 2),
+    Metric("noticing", "of which noticing (until every incumbent heard of the change)", _column(NOTICING), " s", 2),
+    Metric("rebalancing", "of which rebalancing (the rest)", _column(REBALANCING), " s", 2),
+    Metric("unowned", "unowned partition-seconds per change", _per_change("unowned_partition_s"), " partition·s", 1),
+    Metric("duplicates", "duplicates delivered per change", _per_change("duplicates"), "", 1),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence of the verdict, with the facts it was built from (for tests and tables)."""
+
+    scenario: str
+    metric: str  # Metric.key, or "" for a sentence about the data itself
+    text: str
+    winner: str | None = None  # the design lowest at the largest N (None: a tie, or no comparison)
+    from_n: int | None = None  # the smallest N from which `winner` is lowest at every measured N
+    clear: bool = False  # at the largest N the winner's every repeat is below every other's
+    ratio: float | None = None  # at the largest N: the next design's median over the winner's (None if 0)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return None if math.isnan(value) else float(value)
+
+
+def _fmt(value: float, digits: int) -> str:
+    return f"{value:,.{digits}f}" if abs(value) < 1000 or digits == 0 else f"{value:,.0f}"
+
+
+def _label(design: str) -> str:
+    return LABELS.get(design, design)
+
+
+def verdict(runs: list[Row]) -> list[Finding]:
+    """The verdict's sentences, scenario by scenario (only scenarios that ran at least two designs)."""
+    findings: list[Finding] = []
+    by_scenario: dict[str, list[Row]] = defaultdict(list)
+    for run in runs:
+        by_scenario[run.get("scenario") or "?"].append(run)
+    for scenario, rows in sorted(by_scenario.items()):
+        used = [r for r in rows if r.get("completed") and r.get("members")]
+        designs = [d for d in DESIGNS if any(r.get("design") == d for r in used)]
+        if len(designs) < 2:
+            continue
+        sizes = sorted({r["members"] for r in used})
+        left_out = len(rows) - len(used)
+        basis = (f"{scenario}: {len(used)} completed runs of {', '.join(_label(d) for d in designs)} at N = "
+                 f"{', '.join(map(str, sizes))}" + (f" ({left_out} not completed, left out)" if left_out else "")
+                 + "; per N the median over repeats, lower is better throughout.")
+        findings.append(Finding(scenario, "", basis))
+        for metric in METRICS:
+            finding = _compare(scenario, metric, used)
+            if finding is not None:
+                findings.append(finding)
+        if not any(metric.value(r) is not None for r in used for metric in METRICS if metric.key == "noticing"):
+            findings.append(Finding(scenario, "noticing", f"Time to stable cannot be split into noticing and "
+                                    f"rebalancing here: the runs have no {NOTICING} / {REBALANCING} figures."))
+        if not any(_number(r.get("duplicates")) is not None for r in used):
+            findings.append(Finding(scenario, "duplicates", "Duplicates: no delivery audit in these runs (their "
+                                    "members consumed nothing), so no design can be said to deliver fewer."))
+    return findings
+
+
+def _compare(scenario: str, metric: Metric, runs: list[Row]) -> Finding | None:
+    values: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        value = metric.value(run)
+        if value is not None:
+            values[run["members"]][run["design"]].append(value)
+    compared = sorted(n for n, per in values.items() if len(per) >= 2)
+    if not compared:
+        return None
+    winners = {n: _winner(values[n]) for n in compared}
+    top = compared[-1]
+    winner, clear = winners[top]
+    medians = {d: statistics.median(v) for d, v in values[top].items()}
+    others = sorted((m, d) for d, m in medians.items() if d != winner)
+    where = f"N = {compared[0]}" if len(compared) == 1 else f"N = {compared[0]} to {top}"
+    if winner is None:
+        shown = ", ".join(f"{_label(d)} {_fmt(m, metric.digits)}{metric.unit}" for d, m in sorted(medians.items()))
+        return Finding(scenario, metric.key, f"{_cap(metric.label)}: no design lower at N = {top} ({shown}).")
+    from_n = top
+    for n in reversed(compared):
+        if winners[n][0] != winner:
+            break
+        from_n = n
+    best = medians[winner]
+    ratio = others[0][0] / best if best > 0 else None
+    against = ", ".join(f"{_fmt(m, metric.digits)}{metric.unit} ({_label(d)})" for m, d in others)
+    how = (f"{ratio:.1f}x lower" if ratio is not None and ratio >= 1.05
+           else f"{others[0][0] - best:,.{metric.digits}f}{metric.unit} lower")
+    span = (f"at every N measured ({where})" if from_n == compared[0] else f"from N = {from_n} on (of {where})")
+    text = (f"{_cap(metric.label)}: {_label(winner)} lower {span}; at N = {top} "
+            f"{_fmt(best, metric.digits)}{metric.unit} against {against}, {how}")
+    if not clear:
+        text += ", but the repeats overlap there"
+    earlier = [n for n in compared if n < from_n and winners[n][0] not in (None, winner)]
+    if earlier:
+        n = earlier[-1]
+        other = winners[n][0]
+        at = {d: statistics.median(v) for d, v in values[n].items()}
+        text += (f". Below that {_label(other)} was lower (at N = {n}: {_fmt(at[other], metric.digits)}"
+                 f"{metric.unit} against {_fmt(at[winner], metric.digits)}{metric.unit})")
+    return Finding(scenario, metric.key, text + ".", winner, from_n, clear, ratio)
+
+
+def _winner(per_design: dict[str, list[float]]) -> tuple[str | None, bool]:
+    """The design with the lowest median (None on a tie) and whether all its repeats are below all others'."""
+    medians = sorted((statistics.median(v), d) for d, v in per_design.items())
+    if medians[0][0] == medians[1][0]:
+        return None, False
+    design = medians[0][1]
+    worst_of_winner = max(per_design[design])
+    clear = all(worst_of_winner < min(v) for d, v in per_design.items() if d != design)
+    return design, clear
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]

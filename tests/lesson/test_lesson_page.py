@@ -103,6 +103,15 @@ def test_the_step_builder_follows_the_traces(lesson: Lesson) -> None:
     assert final["watch notifications"] == len(notifications) == sum(r["kind"] == "event" for r in window)
     initial_members = shipped_scenario("lesson").group.members
     assert {s.member for s in notifications} == {f"m{i}" for i in range(initial_members)}  # the fan-out
+    # a notification comes after the write that fires it: the joiner's registration is in /ids before any
+    # incumbent hears of it, and nobody has been notified at the change or before the first notification
+    steps = lesson.designs["zk"].steps
+    joiner = lesson.designs["zk"].change["members"][0]
+    register = next(i for i, s in enumerate(steps) if s.kind == "register" and s.member == joiner)
+    first = steps.index(notifications[0])
+    assert register < first and joiner in steps[first].state["ids"]
+    assert lesson.designs["zk"].initial["notified"] == [] and all(not s.state["notified"] for s in steps[:first])
+    assert steps[first].state["notified"] == [notifications[0].member]
     assert max(s.state["counters"]["partitions unowned"] for s in lesson.designs["zk"].steps) > 0
     assert final["partitions unowned"] == 0
 
@@ -149,10 +158,12 @@ DRIVER = """<script>
       on: box.querySelector('.on') && box.querySelector('.on').textContent, generation: box.dataset.generation,
       zk: owners('zk-owners'), coordinator: owners('coord-owners'), original: owners('original-owners'),
       panes: document.querySelectorAll('section.pane').length,
+      zkDots: document.querySelectorAll('#zk-diagram circle').length,
       title: document.querySelector('#current .title').textContent});
   }
+  const zkLog = [...document.querySelectorAll('#zk-log li')].map((li) => li.textContent);
   const pre = document.createElement('pre'); pre.id = 'lesson-test-out';
-  pre.textContent = JSON.stringify({max: Number(slider.max), errors: window.__errors, positions: out});
+  pre.textContent = JSON.stringify({max: Number(slider.max), errors: window.__errors, positions: out, zkLog});
   document.body.appendChild(pre);
 })();
 </script>"""
@@ -197,6 +208,18 @@ def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path)
         assert dom["generation"] == str(group["generation"]), p
     assert {d["state"] for d in shown["positions"]} >= {"Stable", "PreparingRebalance", "CompletingRebalance"}
     assert len({json.dumps(d["zk"], sort_keys=True) for d in shown["positions"]}) > 2  # the owner table moved
+
+    # as a reader sees it: the joiner's registration above the notifications it fires in the step log, and no
+    # orange "notified" dot before the first notification (none at the change itself)
+    joiner = lesson.designs["zk"].change["members"][0]
+    registers = next(i for i, text in enumerate(shown["zkLog"]) if f"{joiner} registers " in text)
+    notifies = [i for i, text in enumerate(shown["zkLog"]) if "ZooKeeper notifies" in text]
+    assert notifies and registers < min(notifies), shown["zkLog"][:registers + 1]
+    first_notified = next(p for p, dom in enumerate(shown["positions"]) if "ZooKeeper notifies" in dom["title"])
+    assert [dom["zkDots"] for dom in shown["positions"][:first_notified]] == [0] * first_notified
+    assert shown["positions"][first_notified]["zkDots"] == 1
+    notified = {s.member for s in lesson.designs["zk"].steps if s.kind == "notify"}
+    assert max(dom["zkDots"] for dom in shown["positions"]) == len(notified)  # every incumbent heard of it
 
     position = most_interesting(lesson)
     shot = tmp_path / "lesson.png"

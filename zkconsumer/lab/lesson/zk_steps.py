@@ -78,6 +78,7 @@ class ZkSteps:
         self.reads: dict[str, dict[str, Any]] = {}  # member -> the open group of reads
         self.consumed: dict[str, int] = {}  # partition -> the next offset after what was handed out, by anyone
         self.consumer_ids: dict[str, str] = {}  # member -> its consumer id (the registration's name)
+        self.registering: dict[str, dict[str, Any]] = {}  # member -> its create request on /ids, until the reply
 
     def _all_partitions(self) -> set[str]:
         found: set[str] = set()
@@ -95,7 +96,10 @@ class ZkSteps:
                 handler(r)
         for member in list(self.reads):
             self._close_reads(member)
-        return self.replay.finish(self._derive)
+        initial, steps = self.replay.finish(self._derive)
+        # the moment of the change: nobody has heard of it yet (earlier notifications were of earlier changes)
+        initial["notified"] = []
+        return initial, steps
 
     def _derive(self, state: dict[str, Any]) -> dict[str, Any]:
         unowned = [p for p in self.partitions if p not in state["owners"]]
@@ -160,6 +164,8 @@ class ZkSteps:
         kind, member, path = r["kind"], r.get("link"), znode(r.get("path"))
         if kind == "request":
             self.replay.count("requests", r["ts"])
+            if r.get("op") == "create" and "/ids/" in path and member:
+                self.registering[member] = r
             if r.get("op") in ZK_READS and member:
                 self._read(member, r, path)
             elif member:
@@ -216,7 +222,13 @@ class ZkSteps:
                    arrow={"src": "zookeeper", "dst": member, "label": event, "tone": "notify"})
 
     def _registered(self, r: dict[str, Any], member: str, path: str) -> None:
+        """A registration, shown when its create was sent: ZooKeeper notifies the watchers of /ids as it applies
+        the create, before its reply reaches the member, so at the reply's time the notifications it fired would
+        be shown before it. The outcome is the reply's."""
         self.consumer_ids[member] = path.rsplit("/", 1)[-1]
+        request = self.registering.pop(member, None)
+        if request is not None:
+            r = {**r, "ts": request["ts"]}
         ok = r.get("err") == 0
         name = _consumer_member(path)
 

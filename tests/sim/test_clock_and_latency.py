@@ -94,12 +94,10 @@ def test_a_failing_process_fails_the_run_and_terminate_all_ends_parked_threads()
 
 def test_a_batch_draws_exactly_what_single_draws_would():
     model = LatencyModel()
-    one, many, spanned = model.sampler(9, "m1"), model.sampler(9, "m1"), model.sampler(9, "m1")
+    one, many = model.sampler(9, "m1"), model.sampler(9, "m1")
     singles = [one.rtt("getData") for _ in range(1000)]
     assert many.batch("getData", 1000) == singles
-    total, last, state = spanned.span("getData", 1000)
-    assert (total, last) == (sum(singles), singles[-1]) and spanned.replay(state, "getData", 1000) == singles
-    assert spanned.rtt("getData") == one.rtt("getData")  # the streams stay in step after the batch
+    assert many.rtt("getData") == one.rtt("getData")  # the streams stay in step after the batch
 
 
 def test_latency_model_scale_distance_and_streams():

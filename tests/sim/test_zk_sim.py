@@ -11,8 +11,8 @@ from lab_fixture import lab_runs
 from zkconsumer.lab.join_cost import join_notifications, join_requests
 from zkconsumer.lab.sim import LatencyModel, ZkSimConfig, simulate_zk
 
-# A seed whose join into N = 1 has no owner conflict: with the calibrated latencies about 3 joins in 10 into a
-# group of one race the incumbent's releases (the lab saw such a conflict too); larger groups never did here.
+# A seed whose join into N = 1 has no owner conflict: without queues (capacity=None) 9 of seeds 0-19 race the
+# incumbent's releases at N = 1 (the lab's joins into one do every time: tests/sim/test_capacity.py models why).
 CALM = 0
 # What changes between two runs of the same configuration: the wall clock and how much the shortcut saved.
 MEASURED = {"wall_s", "batches", "counted_reads", "executed_reads", "events"}
@@ -44,8 +44,8 @@ def test_one_join_equals_the_real_lab_wire_counts(n):
 
 
 def test_a_join_into_one_that_races_the_incumbent_costs_what_the_lab_measured():
-    """Into a group of one, the joiner often claims a partition the incumbent has not released yet (4 of 5 such
-    joins measured here, about a third of the simulation's seeds): one conflict, a rollback, a backoff and a
+    """Into a group of one, the joiner often claims a partition the incumbent has not released yet (every such join
+    measured here; without queues 9 of the first 20 seeds): one conflict, a rollback, a backoff and a
     second attempt. Whichever partitions collided, that costs the same number of requests in both."""
     real = lab_runs("zk")[1]
     assert real["conflicts"] == 1
@@ -53,7 +53,11 @@ def test_a_join_into_one_that_races_the_incumbent_costs_what_the_lab_measured():
                                                                        seed=seed))).conflicts == 1]
     assert raced, "no seed of 20 raced the incumbent"
     assert {p.requests for p in raced} == {real["zk_requests"]} and real["zk_requests"] > join_requests(2, 72)
-    assert real["zk_by_op"] in [p.requests_by_op for p in raced]  # one seed raced exactly as the lab's join did
+    # Which partitions collided decides how the rollback splits between deletes and reads, nothing else.
+    def shape(by_op: dict) -> tuple:
+        return by_op["create"], by_op["getChildren"], by_op["delete"] + by_op["getData"]
+
+    assert {shape(p.requests_by_op) for p in raced} == {shape(real["zk_by_op"])}
 
 
 def test_a_slow_incumbent_makes_the_joiner_conflict_and_every_request_is_accounted():

@@ -5,11 +5,14 @@
   identical-view shortcut for the M² registration reads at large N (views.py).
 * Coordinator design (`simulate_coordinator`): a model of Apache Kafka's GroupCoordinator (coordinator.py).
 * Latencies: per-operation distributions fitted from lab wire records (latency.py, calibrate.py).
+* Capacity: the servers, the lab's proxy and the members' hosts as queues with measured service times
+  (capacity.py; `ZkSimConfig.capacity`, `SweepPoint.capacity`).
 * `sweep(params_grid, spark)`: one Spark task per parameter combination (sweep.py).
 
 docs/simulation.md says what is executed, what is counted, and how the results compare with real lab runs.
 """
 
+from zkconsumer.lab.sim.capacity import Capacity, profile
 from zkconsumer.lab.sim.coordinator import CoordinatorPrediction, CoordinatorSimConfig, simulate_coordinator
 from zkconsumer.lab.sim.latency import LatencyModel
 from zkconsumer.lab.sim.scheduler import Scheduler, SimulationError
@@ -18,6 +21,7 @@ from zkconsumer.lab.sim.zk_sim import ZkPrediction, ZkSimConfig, simulate_zk
 
 __all__ = [
     "ROW_FIELDS",
+    "Capacity",
     "CoordinatorPrediction",
     "CoordinatorSimConfig",
     "LatencyModel",
@@ -29,6 +33,7 @@ __all__ = [
     "grid",
     "local_session",
     "predict",
+    "profile",
     "simulate_coordinator",
     "simulate_zk",
     "sweep",

@@ -5,7 +5,7 @@ ZooKeeper reply and of the Kafka group requests the coordinator answers at once)
 operation. A draw takes one 32-bit word from the member's own `random.Random` stream, uses its top 16 bits as an
 index into a 65,536-point inverse CDF (linear between the stored quantiles), and scales it. One word per draw, so
 a batch of n draws (`MemberSampler.batch`, one `getrandbits(32 * n)`) is bit for bit the same n values as n
-single draws: the identical-view shortcut lands on exactly the nanosecond that one-by-one execution reaches.
+single draws.
 
 A member's requests leave at `send`, reach the server at `send + up` (where a read sees the tree, a write
 changes it and fires watches) and the reply is back at `send + up + down`, with `up = rtt // 2`. A member may sit
@@ -93,16 +93,13 @@ class MemberSampler:
     """One member's stream of latencies. Seeded by (seed, member name) through a string, so the stream does not
     depend on the process, the hash seed, or which other members exist."""
 
-    __slots__ = ("_extra", "_model", "_points", "_rng", "preset")
+    __slots__ = ("_extra", "_model", "_points", "_rng")
 
     def __init__(self, model: LatencyModel, seed: int, member: str) -> None:
         self._model = model
         self._rng = random.Random(f"{seed}:{member}")
         self._extra = round(model.extra_ms.get(member, 0.0) * MS)
         self._points: dict[str, array] = {}
-        # (apply_at, reply_at) for the next request, set by the identical-view shortcut when it hands a read that
-        # was already on its way back to one-by-one execution.
-        self.preset: tuple[int, int] | None = None
 
     def _table(self, op: str) -> array:
         points = self._points.get(op)
@@ -129,23 +126,6 @@ class MemberSampler:
         """n round trips, the same values as n calls of `rtt(op)`."""
         table, extra = self._table(op), 2 * self._extra
         return [table[i] + extra for i in _indexes(self._rng, n)]
-
-    def span(self, op: str, n: int) -> tuple[int, int, object]:
-        """(sum, last) of the n round trips `batch(op, n)` would draw, without keeping n numbers alive (ten
-        thousand members in a batch at once would hold 10⁸ of them), and the stream's state before the draws, from
-        which `replay` gives the n values again."""
-        state = self._rng.getstate()
-        indexes = _indexes(self._rng, n)
-        if not n:
-            return 0, 0, state
-        table, extra = self._table(op), 2 * self._extra
-        return sum(map(table.__getitem__, indexes)) + extra * n, table[indexes[-1]] + extra, state
-
-    def replay(self, state: object, op: str, n: int) -> list[int]:
-        rng = random.Random()
-        rng.setstate(state)  # type: ignore[arg-type]
-        table, extra = self._table(op), 2 * self._extra
-        return [table[i] + extra for i in _indexes(rng, n)]
 
 
 def _indexes(rng: random.Random, n: int) -> Sequence[int]:

@@ -2,11 +2,12 @@
 
     df = sweep({"members": [16, 1000, 10000], "churn": ["join", "leave", "crash"]}, spark)
 
-Each combination (N, partitions, latency scale, churn kind, seed) runs `simulate_zk` and `simulate_coordinator`
-in one task (its own Python worker process), largest groups first so two slots stay busy. A row holds the
-predictions per membership change: requests by operation / API, notifications, time to stable, conflicts,
-failed attempts, and the task's wall time and peak memory (`ru_maxrss` of the worker: exact per task when
-workers are not reused, as `benchmarks/bench_sim.py` runs them).
+Each combination (N, partitions, latency scale, churn kind, seed, capacity profile) runs `simulate_zk` and
+`simulate_coordinator` in one task (its own Python worker process), largest groups first so two slots stay busy.
+A row holds the predictions per membership change: requests by operation / API, notifications, time to stable,
+conflicts, failed attempts, the busiest server's, host's and proxy's service time, and the task's wall time and
+peak memory (`ru_maxrss` of the worker: exact per task when workers are not reused, as
+`benchmarks/bench_sim.py` runs them).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from zkconsumer.lab.sim.capacity import profile
 from zkconsumer.lab.sim.coordinator import CoordinatorSimConfig, kafka_latency, simulate_coordinator
 from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel
 from zkconsumer.lab.sim.zk_sim import ZkSimConfig, simulate_zk
@@ -38,6 +40,9 @@ class SweepPoint:
     churn: str = "join"
     seed: int = 101
     shortcut: bool = True
+    # A named capacity (capacity.PROFILES, e.g. "lab"): queues at the servers, the proxy and the members' hosts,
+    # and the latency tables rescaled to that capacity's network; None: no queueing (the tables as fitted).
+    capacity: str | None = None
 
 
 def grid(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] | SweepPoint]) -> list[SweepPoint]:
@@ -80,14 +85,17 @@ ROW_FIELDS: tuple[tuple[str, str], ...] = (
     ("coord_time_to_stable_s", "double"), ("coord_settled", "boolean"), ("coord_generations", "int"),
     ("coord_partitions_moved", "int"),
     ("zk_wall_s", "double"), ("coord_wall_s", "double"), ("peak_rss_mb", "double"),
+    ("capacity", "string"), ("zk_server_busy_s", "double"), ("zk_host_busy_s", "double"),
+    ("zk_proxy_busy_s", "double"),
 )
 
 
 def predict(point: SweepPoint) -> dict[str, Any]:
     """Both designs for one combination, as one flat row (`ROW_FIELDS`)."""
+    capacity = profile(point.capacity)
+    latency = LatencyModel(scale=point.latency_scale) if capacity is None else capacity.wire(point.latency_scale)
     zk = simulate_zk(ZkSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
-                                 seed=point.seed, latency=LatencyModel(scale=point.latency_scale),
-                                 shortcut=point.shortcut))
+                                 seed=point.seed, latency=latency, shortcut=point.shortcut, capacity=capacity))
     began = time.perf_counter()
     co = simulate_coordinator(CoordinatorSimConfig(members=point.members, partitions=point.partitions,
                                                    churn=point.churn, seed=point.seed,
@@ -98,7 +106,9 @@ def predict(point: SweepPoint) -> dict[str, Any]:
                            "zk_failed_attempts": zk.failed_attempts, "zk_conflicts": zk.conflicts,
                            "zk_failures": zk.failures, "zk_partitions_moved": zk.partitions_moved,
                            "zk_counted_reads": zk.counted_reads,
-                           "zk_executed_reads": zk.executed_reads, "zk_wall_s": zk.wall_s}
+                           "zk_executed_reads": zk.executed_reads, "zk_wall_s": zk.wall_s,
+                           "zk_server_busy_s": zk.busy_s.get("server"), "zk_host_busy_s": zk.busy_s.get("host"),
+                           "zk_proxy_busy_s": zk.busy_s.get("proxy")}
     for op in ZK_OPS:
         row[f"zk_{_column(op)}"] = zk.requests_by_op.get(op, 0)
     row.update(coord_requests=sum(co.requests_by_api.values()), coord_coordination=co.coordination,

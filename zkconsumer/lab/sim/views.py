@@ -9,13 +9,11 @@ What replaces the registration reads of one attempt (`build_context`, installed 
 `build_assignment_context`; the ids and topics listings before and the partition-map read after stay real
 requests):
 
-1. If the group's view changed since this member's listing was applied (`SimServer.view_epoch`), nothing is
-   shared: the reads run one by one, exactly as the listener would run them.
-2. Otherwise the M reads are a batch: M latencies drawn from the member's stream (the very draws one-by-one
-   execution would make), the member sleeps until the last reply, and the M `getData` are *counted* (server and
-   client counters) instead of sent. If the view changes while the batch is in flight, the member wakes at that
-   instant: the reads already applied keep the old view, the read in flight and the rest are executed one by one
-   from there (so a registration that vanished fails the attempt as the real read would).
+1. The M reads are one pipelined batch, as the listener sends them (`ZkClient.get_many`): timed exactly as the
+   real batch is (`SimZkClient.batch`: the same draw, the same queues), and served at one instant.
+2. At that instant, if the group's view is still the one this member's listing saw (`SimServer.view_epoch`),
+   every read returns what that view holds: the M `getData` are *counted* (server and client counters), not
+   sent. Otherwise they are made for real, at that instant, exactly as full execution makes them.
 3. The registrations of one epoch are decoded once (`SharedView`), the assignment context of one (view,
    partitions) is built once, and `assign_group` runs once per context: an assignor's group result depends only
    on the group's threads and partitions, which are the same for every member of the view.
@@ -25,10 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from rebalance.assignment import Assignment, AssignmentContext
@@ -97,11 +93,12 @@ class ViewCache:
 
 
 def build_context(member: SimMember) -> AssignmentContext:
-    """Stands in for `ZKRebalancerListener.build_assignment_context` (same requests, same order, same result)."""
+    """Stands in for `ZKRebalancerListener.build_assignment_context` (same requests, same order, same timing,
+    same result)."""
     store = member.listener.store
     members = store.member_ids()
     all_topics = store.all_topics()
-    found = _registrations(member, members, all_topics)
+    found = member.client.batch(len(members), functools.partial(_registrations, member, members, all_topics))
     if isinstance(found, SharedView):
         return _member_context(member, found, _partitions(member, found.topics))
     topics = {t for subscription in found.values() for t in subscription}
@@ -109,56 +106,19 @@ def build_context(member: SimMember) -> AssignmentContext:
 
 
 def _registrations(member: SimMember, members: list[str], all_topics: list[str]) -> SharedView | dict[str, dict]:
-    """The M registration reads of one attempt: a shared view when provably identical, else read one by one."""
-    world = member.world
-    cache = world.views
-    client = member.client
-    sched = world.sched
-
-    def read(member_id: str) -> dict[str, int]:
-        registration = member.listener.store.registration(member_id)
-        return registration.topic_streams(all_topics, cache.exclude_internal_topics)
-
-    if client.ids_epoch_seen != world.server.view_epoch:
-        return {m: read(m) for m in members}
-    view = cache.view(member, members, all_topics)
-    limit = len(members) if view.error_at is None else view.error_at + 1
-    interrupted: list[int] = []
-    if limit and not client.instant and sched.running() is not None:  # untimed requests draw no latency
-        start = sched.now
-        total, last, state = client.sampler.span("getData", limit)
-        last_apply = start + total - last + last // 2
-        me = sched.running()
-
-        def changed() -> None:
-            if not interrupted and sched.now <= last_apply:
-                interrupted.append(sched.now)
-                sched.wake(me)  # type: ignore[arg-type]
-
-        stop = world.server.on_view_change(changed)
-        try:
-            sched.sleep_until(start + total)
-        finally:
-            stop()
-    if not interrupted:
-        _count_reads(member, limit)
+    """At the instant the server has served the member's batch of M registration reads: the shared view if the
+    group's view is still the one its listing saw, else every read made for real (`ZkGroupStore.registrations`,
+    on the scheduler's thread: untimed, the batch's time is already spent)."""
+    cache, client = member.world.views, member.client
+    if members and client.ids_epoch_seen == member.world.server.view_epoch:
+        view = cache.view(member, members, all_topics)
+        _count_reads(member, len(members))  # all M are sent; the first bad one fails the attempt
+        cache.stats.batches += 1
         if view.fail is not None:
             view.fail()
-        cache.stats.batches += 1
         return view
-    # The view changed at `interrupted[0]`: the reads applied before saw the old view; the one in flight and the
-    # rest run for real, on the timeline the batch already drew (the same draws one-by-one execution makes).
-    rtts = client.sampler.replay(state, "getData", limit)
-    ends = list(accumulate(rtts, initial=start))  # ends[k]: read k is sent; ends[k + 1]: its reply is back
-    applies = [ends[k] + rtts[k] // 2 for k in range(limit)]
-    done = bisect_left(applies, interrupted[0])
-    _count_reads(member, done)
-    result = {m: view.subscriptions[m] for m in members[:done]}
-    for k in range(done, len(members)):
-        if k < limit:
-            client.sampler.preset = (applies[k], ends[k + 1])
-        result[members[k]] = read(members[k])
-    return result
+    return {m: registration.topic_streams(all_topics, cache.exclude_internal_topics)
+            for m, registration in member.listener.store.registrations(members).items()}
 
 
 def _subscription(path: str, raw: bytes | None, all_topics: list[str], exclude: bool) -> dict[str, int]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from zkconsumer.lab.sim.capacity import WRITES, Resources
 from zkconsumer.lab.sim.latency import WIRE_OP, MemberSampler
 from zkconsumer.lab.sim.scheduler import MS, Scheduler, VirtualLock
 from zkconsumer.zookeeper import codecs, layout
@@ -30,16 +31,13 @@ class SimServer(MemoryZooKeeper):
 
     `view_epoch` grows with every change to the group's registrations that a rebalance can see (a node under the
     ids dir created, deleted, or rewritten with another pattern or subscription). Two reads of the registrations
-    at the same epoch see the same thing: that is what the identical-view shortcut relies on, and
-    `on_view_change` lets it notice a change while a batch is in flight.
+    at the same epoch see the same thing: that is what the identical-view shortcut relies on.
     """
 
     def __init__(self, sched: Scheduler, group: str) -> None:
         self.sched = sched
         self.view_epoch = 0
         self._ids_prefix = layout.ids_dir(group) + "/"
-        self._view_listeners: dict[int, Callable[[], None]] = {}
-        self._next_listener = 0
         self._children: dict[str, tuple[tuple[int, int], list[str]]] = {}
         super().__init__(name="sim", clock_ms=lambda: sched.now // MS)
 
@@ -48,8 +46,6 @@ class SimServer(MemoryZooKeeper):
 
     def _bump(self) -> None:
         self.view_epoch += 1
-        for callback in list(self._view_listeners.values()):
-            callback()
 
     def create(self, session_id: int, path: str, data: bytes | None = None, *, ephemeral: bool = False) -> str:
         created = super().create(session_id, path, data, ephemeral=ephemeral)
@@ -95,13 +91,6 @@ class SimServer(MemoryZooKeeper):
                 return cached[1]
             self._children[path] = ((node.czxid, node.pzxid), children)
             return children
-
-    def on_view_change(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call `callback` at every later view change; returns the function that stops it."""
-        key = self._next_listener
-        self._next_listener += 1
-        self._view_listeners[key] = callback
-        return lambda: self._view_listeners.pop(key, None)
 
     def peek(self, path: str) -> bytes | None:
         """A node's data without a request: for computing a shared view once. A listed registration exists as
@@ -172,8 +161,11 @@ class SimZkClient(MemoryZkClient):
 
     def __init__(self, server: SimServer, *, sampler: MemberSampler, recipe_sampler: MemberSampler,
                  deliver: Callable[[Callable[[], None]], None], session_timeout_ms: int, log_id: str,
-                 ids_path: str, chroot_checks: bool = False) -> None:
+                 ids_path: str, chroot_checks: bool = False, resources: Resources | None = None,
+                 index: int = 0) -> None:
         self.sched = server.sched
+        self.resources = resources  # None: no queueing (capacity.py)
+        self.index = index  # which host and server this member uses
         self.sampler = sampler
         self.recipe_sampler = recipe_sampler
         self.instant = False
@@ -188,18 +180,14 @@ class SimZkClient(MemoryZkClient):
 
     # --- timing --------------------------------------------------------------------------------------
 
-    def _timed(self, op: str, sampler: MemberSampler, apply: Callable[[], T]) -> T:
-        """Send a request: it is applied to the tree at `now + up` (by the scheduler, which costs no thread
-        switch) and the calling process resumes with the outcome at `now + up + down`."""
+    def _timed(self, op: str, sampler: MemberSampler, apply: Callable[[], T], reads: int = 0) -> T:
+        """Send a request (or, with `reads` > 1, a pipelined batch of that many reads): it is applied to the tree
+        `up` later (by the scheduler, which costs no thread switch) and the calling process resumes with the
+        outcome `down` after that; with a capacity, after waiting its turn at every queue on the way too."""
         sched = self.sched
         if self.instant or sched.running() is None:
             return apply()
-        if sampler.preset is not None:
-            (apply_at, reply_at), sampler.preset = sampler.preset, None
-        else:
-            up, down = sampler.split(op)
-            apply_at = sched.now + up
-            reply_at = apply_at + down
+        up, down = sampler.split(op)
         outcome: list[Any] = []
 
         def at_server() -> None:
@@ -208,12 +196,66 @@ class SimZkClient(MemoryZkClient):
             except Exception as exc:  # the reply carries it back
                 outcome.append((False, exc))
 
-        sched.call_at(apply_at, at_server)  # scheduled first: at a tie it runs before the resume
-        sched.sleep_until(reply_at)
+        if self.resources is None:
+            apply_at = sched.now + up
+            sched.call_at(apply_at, at_server)  # scheduled first: at a tie it runs before the resume
+            sched.sleep_until(apply_at + down)
+        else:
+            me = sched.running()
+            self._queued(op, reads, up, down, at_server, lambda: sched.wake(me))  # type: ignore[arg-type]
+            sched.block()
         ok, value = outcome[0]
         if not ok:
             raise value
         return value
+
+    def _queued(self, op: str, reads: int, up: int, down: int, at_server: Callable[[], None],
+                done: Callable[[], None]) -> None:
+        """The request's way through the queues (capacity.py): each queue is offered the request when it
+        arrives there in virtual time, so every queue serves in order of arrival."""
+        sched, resources = self.sched, self.resources
+        assert resources is not None
+        host_work, proxy_work, server_work = resources.cost(op, reads)
+        host, server, proxy = resources.host(self.index), resources.server(self.index), resources.proxy
+
+        def at_proxy() -> None:
+            sched.call_at(proxy.serve(sched.now, proxy_work // 2), at_server_queue)  # type: ignore[union-attr]
+
+        def at_server_queue() -> None:
+            done_at = server.serve(sched.now, server_work)
+            if op in WRITES:  # every server applies every write; it is logged first
+                for other in resources.servers:
+                    if other is not server:
+                        other.occupy(sched.now, server_work)
+                if resources.log is not None:
+                    sched.call_at(done_at, at_log)
+                    return
+            sched.call_at(done_at, served)
+
+        def at_log() -> None:
+            sched.call_at(resources.log.serve(sched.now, resources.write_work), served)  # type: ignore[union-attr]
+
+        def served() -> None:
+            at_server()
+            back = sched.now if proxy is None else proxy.serve(sched.now, proxy_work - proxy_work // 2)
+            sched.call_at(back + down, at_host)
+
+        def at_host() -> None:
+            sched.call_at(host.serve(sched.now, host_work - host_work // 2), done)
+
+        sent = host.serve(sched.now, host_work // 2)
+        sched.call_at(sent + up, at_server_queue if proxy is None else at_proxy)
+
+    def batch(self, reads: int, at_server: Callable[[], T]) -> T:
+        """`reads` getData pipelined on the one session (`ZkClient.get_many`): one round trip, one job of `reads`
+        reads at each queue, and `at_server` (which makes or counts the reads) runs when the server has served
+        them all. No read, no request."""
+        if reads == 0:
+            return at_server()
+        return self._timed("getData", self.sampler, at_server, reads)
+
+    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
+        return self.batch(len(paths), lambda: [self.get(path) for path in paths])
 
     def _call(self, kind: str, path: str, request: Callable[[int], T]) -> T:
         def apply() -> T:

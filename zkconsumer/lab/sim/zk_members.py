@@ -37,9 +37,10 @@ ACCOUNTED = ("attempt_begin", "release", "claim", "rollback")
 
 
 class SimMember:
-    def __init__(self, world: ZkWorld, name: str, *, chroot_checks: bool = False) -> None:
+    def __init__(self, world: ZkWorld, name: str, index: int, *, chroot_checks: bool = False) -> None:
         self.world = world
         self.name = name
+        self.index = index  # the member's place in the group: which host and server it uses (capacity.py)
         self.consumer_id = f"{world.config.group}_{name}"
         self.chroot_checks = chroot_checks
         latency, seed = world.config.latency, world.config.seed
@@ -97,7 +98,8 @@ class SimMember:
         self.client = SimZkClient(
             self.world.server, sampler=self.sampler, recipe_sampler=self.recipe_sampler, deliver=self.deliver,
             session_timeout_ms=config.zookeeper_session_timeout_ms, log_id=consumer_id,
-            ids_path=layout.ids_dir(config.group_id), chroot_checks=self.chroot_checks)
+            ids_path=layout.ids_dir(config.group_id), chroot_checks=self.chroot_checks,
+            resources=self.world.resources, index=self.index)
         self.client.instant = self.world.instant
         self.client.on_registration_read = self._registration_read
         return self.client

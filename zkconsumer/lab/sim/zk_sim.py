@@ -32,6 +32,7 @@ from rebalance.events import MemberEvent, MemberState
 from rebalance.subscription import Registration
 from zkconsumer.lab.join_cost import accounted_requests
 from zkconsumer.lab.naming import member_name, name_width
+from zkconsumer.lab.sim.capacity import Capacity, Resources
 from zkconsumer.lab.sim.host import long_lived_heap, one_cpu
 from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler, SimulationError
@@ -71,6 +72,10 @@ class ZkSimConfig:
     join_gap_ms: int = 0
     settle_gap_ms: int = 1000
     horizon_s: float = 24 * 3600.0  # give up (settled=False) if events remain this long after the change
+    # Queues at the servers, the lab's proxy and the members' hosts (capacity.py); None: a request costs its
+    # round trip however many are in flight. With one, pass its `wire()` as `latency` (the tables' spread at an
+    # unloaded network's level), or the loaded tables count the load twice.
+    capacity: Capacity | None = None
 
     @property
     def name_width(self) -> int:
@@ -109,6 +114,9 @@ class ZkPrediction:
     executed_reads: int
     events: int  # scheduler events of the change
     wall_s: float
+    # With a capacity: seconds of service during the change of the busiest server, the busiest host, the proxy
+    # and all cores together (capacity.Resources.busy_s); empty without one.
+    busy_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +130,8 @@ class ZkWorld:
         self.sched = Scheduler()
         self.server = SimServer(self.sched, config.group)
         self.views = ViewCache(config.group, exclude_internal_topics=True)
+        self.resources = None if config.capacity is None else Resources(config.capacity,
+                                                                         config.members + config.joiners)
         self.instant = False
         self.recording = False
         self.members: list[SimMember] = []
@@ -193,7 +203,8 @@ def _change(world: ZkWorld, admin: Any, streams: dict[str, int], began: float) -
     live = list(world.members)
     if config.churn == "join":
         for k in range(config.joiners):
-            joiner = SimMember(world, member_name(config.members + k, config.name_width), chroot_checks=config.chroot)
+            joiner = SimMember(world, member_name(config.members + k, config.name_width), config.members + k,
+                               chroot_checks=config.chroot)
             live.append(joiner)
             joiner.spawn("caller", functools.partial(joiner.join, streams), at=change_at + k * config.join_gap_ms * MS)
     else:
@@ -231,7 +242,8 @@ def _change(world: ZkWorld, admin: Any, streams: dict[str, int], began: float) -
         failed_attempts=world.tally["failed_attempts"], conflicts=world.tally["conflicts"],
         failures=world.tally["rebalance_failed"], partitions_moved=moved, batches=stats.batches,
         counted_reads=stats.counted_reads, executed_reads=stats.executed_reads, events=events,
-        wall_s=round(time.perf_counter() - began, 3))
+        wall_s=round(time.perf_counter() - began, 3),
+        busy_s={} if world.resources is None else {k: round(v, 6) for k, v in world.resources.busy_s().items()})
 
 
 def _start_settled_group(world: ZkWorld, streams: dict[str, int]) -> None:
@@ -244,7 +256,7 @@ def _start_settled_group(world: ZkWorld, streams: dict[str, int]) -> None:
 
     def start_all() -> None:
         for i in range(config.members):
-            member = SimMember(world, member_name(i, config.name_width))
+            member = SimMember(world, member_name(i, config.name_width), i)
             world.members.append(member)
             member.build()
             register(member.client, config.group, member.consumer_id, registration, 0.0)

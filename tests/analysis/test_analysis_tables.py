@@ -170,17 +170,21 @@ def test_per_run_counts_are_the_lab_summary(analysed, spark, hand_runs) -> None:
     assert zk["bad_lines"] == len(BAD_LINES) + 1
 
 
-def test_growth_exponents_of_a_quadratic_and_a_linear_sweep(analysed, spark) -> None:
+def test_polynomial_fits_of_a_quadratic_and_a_linear_sweep(analysed, spark) -> None:
+    """3·N² ZooKeeper requests, 5·N coordination requests, N notifications (analysis_builders.sweep): the fits give
+    those coefficients back with no residual."""
     fits = {(r["design"], r["metric"]): r for r in table(analysed, spark, "herd_fit").collect()}
     assert set(fits) == {("zk", "zk_requests_per_change"), ("zk", "zk_notifications_per_change"),
                          ("coordinator", "kafka_coordination_per_change"),
                          ("coordinator", "rebalance_notices_per_change")}
     quadratic = fits["zk", "zk_requests_per_change"]
-    assert quadratic["exponent"] == pytest.approx(2.0)
-    assert quadratic["coefficient"] == pytest.approx(3.0)
-    assert quadratic["ci95_low"] == pytest.approx(2.0) and quadratic["ci95_high"] == pytest.approx(2.0)
-    assert quadratic["runs"] == len(SWEEP) and quadratic["tail_exponent"] == pytest.approx(2.0)
+    assert quadratic["degree"] == 2 and quadratic["runs"] == len(SWEEP) and quadratic["sizes"] == len(SWEEP)
+    assert (quadratic["a2"], quadratic["a1"], quadratic["a0"]) == (
+        pytest.approx(3.0), pytest.approx(0.0, abs=1e-6), pytest.approx(0.0, abs=1e-6))
+    assert quadratic["rms_residual"] == pytest.approx(0.0, abs=1e-6)
+    assert quadratic["max_abs_residual"] == pytest.approx(0.0, abs=1e-6)
     linear = fits["coordinator", "kafka_coordination_per_change"]
-    assert linear["exponent"] == pytest.approx(1.0) and linear["coefficient"] == pytest.approx(5.0)
-    assert fits["zk", "zk_notifications_per_change"]["exponent"] == pytest.approx(1.0)
+    assert linear["degree"] == 1 and linear["a2"] is None
+    assert linear["a1"] == pytest.approx(5.0) and linear["a0"] == pytest.approx(0.0, abs=1e-6)
+    assert fits["zk", "zk_notifications_per_change"]["a1"] == pytest.approx(1.0)
     assert all(r["scenario"] == "herd-hand" for r in fits.values())  # one N only: the split runs have no fit

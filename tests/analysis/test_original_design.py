@@ -84,8 +84,9 @@ def test_the_runs_table_has_three_designs_and_no_made_up_zeros(three, spark, ori
 
 
 def test_predictions_check_only_the_protocol_on_the_original() -> None:
-    """The simulation runs this project's connector: of the original's counts, only the watch notifications
-    (one per watching incumbent, whatever the client) are compared; no requests, no latency."""
+    """The simulation runs this project's connector: of the original's counts, only the protocol's are checked
+    (watch notifications, one per watching incumbent, whatever the client; its requests only rebalance-only and
+    conflict-free), as identities; nothing of it is a prediction."""
     run = {"run_id": "o", "case": "herd-members=4-r0", "design": "original", "process_mode": "processes",
            "members": 4, "partitions": 8, "completed": True, "changes": 1, "conflicts": 0,
            "zk_notifications_per_change": 4.0, "zk_requests_per_change": 999.0, "time_to_stable_s": 1.0}
@@ -93,7 +94,10 @@ def test_predictions_check_only_the_protocol_on_the_original() -> None:
     prediction = {"members": 4, "partitions": 8, "zk_notifications": 4, "zk_requests": 1, "zk_conflicts": 0,
                   "zk_time_to_stable_s": 0.5}
     rows = compare([run], [prediction])
-    assert [(r.metric, r.exact) for r in rows] == [("watch notifications", True)]
+    assert [(r.kind, r.metric, r.holds) for r in rows] == [("identity", "watch notifications per join", True)]
+    threads = compare([{**run, "process_mode": "threads", "zk_requests_per_change": 25.0 + 55 + 24 + 2}], [])
+    assert [(r.metric, r.holds) for r in threads] == [("watch notifications per join", True),
+                                                       ("ZooKeeper requests per join", True)]  # M² + 11M + 3P + 2
 
 
 def test_the_report_puts_the_original_between_ours_and_the_coordinator(three: AnalysisResult) -> None:

@@ -89,7 +89,7 @@ def herd_figure(runs: list[dict[str, Any]], fits: list[dict[str, Any]], kind: st
     panels = sorted({design for _, _, design in series}, key=lambda d: d == "coordinator")
     if kind == "notifications" and len(panels) > 1:
         fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True,
-                            subplot_titles=[f"{DESIGN_NAMES.get(d, d)}: {HERD_METRICS[kind][d][1]}" for d in panels])
+                            subplot_titles=[DESIGN_NAMES.get(d, d) for d in panels])
     else:
         fig, panels = go.Figure(), []
     for key, mine in sorted(series.items()):

@@ -219,7 +219,7 @@ def static_issues(s: Scenario) -> list[Issue]:
                 f"auto.commit.interval.ms ({zk_interval}) in a scenario that audits delivery ([load] rate > 0): "
                 "make them equal, or remove it (it then follows the zk setting)")
     # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
-    grown = [a.at for a in s.churn if isinstance(a, AddPartitions)]
+    grown = [a.at + s.spread_s(a) for a in s.churn if isinstance(a, AddPartitions)]
     if grown and "coordinator" in s.designs and max(grown) + c.metadata_max_age_ms / 1000 > s.duration:
         add("coordinator.metadata_max_age_ms", f"{c.metadata_max_age_ms} ms: the coordinator design's members may "
             f"not refresh metadata between the add_partitions at t={secs(max(grown))} s and the end of the run "

@@ -21,6 +21,7 @@ from analysis_builders import PREDICT_TO
 from zkconsumer.lab.analysis import AnalysisResult
 from zkconsumer.lab.analysis.calibration import split
 from zkconsumer.lab.analysis.predictions import (
+    CAPACITY,
     IDENTITY,
     PREDICTION,
     SEEDS,
@@ -54,7 +55,7 @@ def real_runs() -> list[dict[str, Any]]:
 
 @cache
 def simulated(n: int) -> tuple[dict[str, Any], ...]:
-    return tuple(predict(SweepPoint(members=n, partitions=P, seed=s)) for s in SEEDS)
+    return tuple(predict(SweepPoint(members=n, partitions=P, seed=s, capacity=CAPACITY)) for s in SEEDS)
 
 
 def by(rows: list, **match: object) -> list:

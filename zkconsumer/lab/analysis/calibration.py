@@ -4,8 +4,9 @@ The split is by repeat index, fixed before any outcome is seen: runs of an even 
 of an odd repeat (r1, r3, ...) are predicted. The tables are `zkconsumer.lab.sim.calibrate.fit_tables` of the
 calibration runs (every ZooKeeper reply and every Kafka group request the coordinator answers at once, by
 operation); the simulation then runs every seed of `predictions.SEEDS` at each held-out run's N with those tables
-in place of the packaged ones. With a single repeat there is nothing to hold out, and the report says the packaged
-tables (fitted from earlier runs) were used instead.
+in place of the packaged ones, without the capacity model: tables fitted from these runs already hold the queueing
+the runs met, which the capacity model would add a second time. With a single repeat there is nothing to hold out,
+and the report says the sweep's own prediction (capacity model over the packaged tables) was used instead.
 """
 
 from __future__ import annotations

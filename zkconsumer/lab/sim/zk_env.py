@@ -4,8 +4,10 @@ one request primitive takes virtual time.
 `SimZkClient._call` is the only place a member's request leaves it (every `ZkOperations` call, so every
 `ZkGroupStore`, `Ownership`, `OffsetCheckpoints` and registration step, goes through it): the request is applied
 to the tree `up` later in virtual time (seeing, changing and firing watches at that instant) and the calling
-process resumes with the outcome `down` after that. The watch recipes' own reads do the same, on the member's
-event process. Notifications reach the member through `dispatch=` (see `SimMember.deliver`).
+process resumes with the outcome `down` after that (with a capacity, after its turn at every queue on the way:
+capacity.py). A pipelined batch (`get_many`) is one such request standing for its reads. The watch recipes' own
+reads do the same, on the member's event process. Notifications reach the member through `dispatch=` (see
+`SimMember.deliver`).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ SHORT = """
 name = "short"
 description = "two members, one joins, the newest leaves"
 designs = {designs}
-duration = 5.0
+duration = 9.0
 seed = 3
 settle_timeout = 40.0
 [group]
@@ -46,7 +46,7 @@ at = 0.3
 action = "join"
 spread = 0.5
 [[churn]]
-at = 4.0
+at = 8.0
 action = "leave"
 member = "newest"
 """
@@ -187,7 +187,7 @@ def test_a_member_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypat
 
 def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
     scenario_file = tmp_path / "long.toml"
-    long = SHORT.format(designs='["zk"]').replace("duration = 5.0", "duration = 120.0")
+    long = SHORT.format(designs='["zk"]').replace("duration = 9.0", "duration = 120.0")
     assert "duration = 120.0" in long
     scenario_file.write_text(long)
     out = tmp_path / "out"

@@ -253,7 +253,7 @@ class CaseRun:
                 raise LabRunError("kill_zk_leader needs the embedded 3-server ensemble (zk_servers = 3)")
             from zkconsumer.embedded.process import kill_process
 
-            self._membership("kill_zk_leader", [], step.index, server=leader.node_id)
+            self._membership("kill_zk_leader", [], step.index, server=leader.server_id)
             kill_process(leader.process)
             return resumes
         if step.kind == "delay":

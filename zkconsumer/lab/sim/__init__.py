@@ -6,7 +6,7 @@
 * Coordinator design (`simulate_coordinator`): a model of Apache Kafka's GroupCoordinator (coordinator.py).
 * Latencies: per-operation distributions fitted from lab wire records (latency.py, calibrate.py).
 * Capacity: the servers, the lab's proxy and the members' hosts as queues with measured service times
-  (capacity.py; `ZkSimConfig.capacity`, `SweepPoint.capacity`).
+  (capacity.py; `ZkSimConfig.capacity`, `SweepPoint.capacity`); which of them bounds a change (bounds.py).
 * `sweep(params_grid, spark)`: one Spark task per parameter combination (sweep.py).
 
 docs/simulation.md says what is executed, what is counted, and how the results compare with real lab runs.

@@ -73,6 +73,18 @@ def mntr(port: int) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in four_letter_word(port, "mntr").splitlines() if "\t" in line)
 
 
+def steady_watch_count(port: int, hold_s: float = 1.0) -> dict[str, str] | None:
+    """An mntr sample, if the server's watch count is the same in samples spread over `hold_s` (the member's
+    watches are all set); None if it changed. Two reads back to back would agree while watches were still being
+    set between polls."""
+    samples = [mntr(port)]
+    for _ in range(4):
+        time.sleep(hold_s / 4)
+        samples.append(mntr(port))
+    counts = {s.get("zk_watch_count") for s in samples}
+    return samples[-1] if len(counts) == 1 else None
+
+
 def data_watches_of(port: int, session: str) -> list[str]:
     """Paths of the data watches `session` holds (`wchc`; ZooKeeper reports data watches only)."""
     paths, current = [], None
@@ -101,8 +113,7 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     wait_for(lambda: set(zk.owners(GROUP).values()) == {"live_a-0"} and len(zk.owners(GROUP)) == 4,
              message="live_a owns all four partitions")
     zk.create(f"/consumers/{GROUP}/offsets/{TOPIC}/0", b"0")  # a committed offset: the offsets dir exists
-    wait_for(lambda: mntr(port).get("zk_watch_count") == mntr(port).get("zk_watch_count"), message="steady")
-    before = mntr(port)
+    before = wait_for(lambda: steady_watch_count(port), message="the server's watch count to hold for 1 s")
 
     op_counts = tmp_path / "ops.json"
     command = (f"{sys.executable} -m zkconsumer watch --zookeeper {cluster.zookeeper_connect} --group {GROUP} "

@@ -21,6 +21,7 @@ from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.process import free_port
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab.server_info import wait_group_coordinator
+from zkconsumer.lab.servers import LabServers
 from zkconsumer.lab.wire import KafkaProxy, RecordCollector
 from zkconsumer.zookeeper import layout
 
@@ -68,3 +69,16 @@ def proxy(proxied_kafka: ProxiedKafka, tmp_path: Path) -> Iterator[KafkaProxy]:
     finally:
         kafka_proxy.stop()
     assert not [t.name for t in threading.enumerate() if t.name.startswith(kafka_proxy.name)]
+
+
+@pytest.fixture(scope="module")
+def lab_servers(proxied_kafka: ProxiedKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServers]:
+    """The suite's ZooKeeper and this broker as the lab's external servers (the broker advertises the proxy's port),
+    so runs need no servers of their own. Per module: the lab's Kafka proxy takes the port the `proxy` fixture uses."""
+    servers = LabServers.start(tmp_path_factory.mktemp("lab-servers"), zookeeper=proxied_kafka.zookeeper,
+                               bootstrap=f"127.0.0.1:{proxied_kafka.members_upstream[1]}",
+                               kafka_proxy_port=proxied_kafka.proxy_port)
+    try:
+        yield servers
+    finally:
+        servers.stop()

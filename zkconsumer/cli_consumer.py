@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zkconsumer.admin import AdminError, bootstrap_from_zookeeper
+from zkconsumer.lab.main_job import DEFAULT_VALUES
 from zkconsumer.zookeeper.client import ZkClient
 
 FORMATS = {
@@ -45,7 +46,7 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
     @main.command("demo")
     @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"),
                   show_default=True, help="runs under OUT/runs, the report under OUT/report")
-    @click.option("--values", default="1,2,4,8,16", show_default=True, metavar="N1,N2,...",
+    @click.option("--values", default=DEFAULT_VALUES, show_default=True, metavar="N1,N2,...",
                   help="group sizes of the herd scenario")
     @click.option("--members", "process_mode", type=click.Choice(["threads", "processes"]), default="threads",
                   show_default=True, help="members as rebalance-only threads, or full consumers in processes")

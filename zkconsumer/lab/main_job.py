@@ -4,7 +4,7 @@
    which `zkconsumer lab run` starts and stops itself (docs/lab.md);
 2. the PySpark analysis of those runs, with the scale simulation's predictions next to them (docs/analysis.md,
    docs/simulation.md), written as Parquet tables and one self-contained HTML report;
-3. a summary table on the terminal and the report's path.
+3. a summary table and the verdict (analysis/verdict.py) on the terminal, and the report's path.
 
 ZooKeeper-design members run as rebalance-only threads by default (`--members threads`): that keeps the job
 within a few minutes on two cores, and it is what the simulation executes, so the deterministic counts of the
@@ -21,7 +21,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-DEFAULT_VALUES = "1,2,4,8,16"
+# One join costs the ZooKeeper design M² + 7·M + 3·P + 3 requests (docs/join-cost.md): with the herd's P = 72 the
+# 3·P term hides M² up to N ≈ 14, so the sweep must go well past it for the herd to show (N = 32: M² = 1,089 of
+# 1,539; N = 64: 4,225 of 4,899), and the simulation goes on to `predict_to`. Both designs run the same sizes. As
+# threads, a design's members share the lab's 2 cores: with the machine loaded by other work (load 15-20) the
+# ZooKeeper design's initial group of 128 ran out of rebalance retries and 256 coordinator threads in one process
+# could not bootstrap (128 of them did, in 1-2 min), while these ten runs took 6 min (docs/lab.md).
+DEFAULT_VALUES = "1,4,16,32,64"
 DEFAULT_PREDICT_TO = 1024
 
 
@@ -59,6 +65,10 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
     predicted = ([r.asDict() for r in result.read(spark, "predictions").collect()]
                  if "predictions" in result.tables else [])
     Console(width=200).print(summary_table(runs, predicted))
+    from zkconsumer.lab.analysis.verdict import verdict
+
+    for finding in verdict(runs):
+        console.print(f"verdict: {finding.text}", markup=False)
     headline = _prediction_headline(spark, result)
     spark.stop()  # the Spark JVM is ours too: stopped here, not left to the interpreter's exit
     console.print("[brackets]: the simulation, mean over its seeds fixed in advance (predictions.SEEDS)",

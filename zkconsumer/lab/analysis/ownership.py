@@ -196,9 +196,10 @@ def contention_events(records: DataFrame) -> DataFrame:
     """What the split-brain section shows when it happened: run_id, design, member, ts, what, tp.
 
     what: "owner NodeExists" (a ZooKeeper design's owner-node create refused: someone still owns `tp`; from the
-    wire, so both ZooKeeper designs alike), "owner create" (any owner-node create: two members creating one
-    partition's node in one change window computed it from different views of the group), "backoff after
-    <result>" (an attempt that failed and sleeps rebalance.backoff.ms), "rebalance failed", "session expired",
+    wire, so both ZooKeeper designs alike), "owner create" (any owner-node create: two members claiming one
+    partition in rebalance attempts that overlap in time computed different assignments, split_brain.py),
+    "attempt begin" and "attempt end" (a rebalance attempt's bounds), "backoff after <result>" (an attempt that
+    failed and sleeps rebalance.backoff.ms; it ends the attempt too), "rebalance failed", "session expired",
     "lost" (a coordinator member's assignment lost) and "<api> <error>" (a coordinator member answered
     STALE_GENERATION: its generation is not the coordinator's)."""
     me, kind = F.col("type") == "member_event", F.col("kind")
@@ -210,6 +211,8 @@ def contention_events(records: DataFrame) -> DataFrame:
             .when(owner_create, F.lit("owner create"))
             .when(me & (kind == "attempt_end") & ~F.col("result").isin("ok", "no_brokers", "stopped"),
                   F.concat(F.lit("backoff after "), F.col("result")))
+            .when(me & (kind == "attempt_end"), F.lit("attempt end"))
+            .when(me & (kind == "attempt_begin"), F.lit("attempt begin"))
             .when(me & (kind == "rebalance_failed"), F.lit("rebalance failed"))
             .when(me & (kind == "session_expired"), F.lit("session expired"))
             .when((F.col("type") == "generation") & (kind == "lost"), F.lit("lost"))

@@ -3,9 +3,13 @@
 Plain Python over collected rows: the `runs` and `changes` tables, the `contention` table
 (ownership.contention_events) and the overlaps. Two members can disagree about the group in three measured ways:
 
-* **views**: two members claimed one partition in one change window. The assignment is a deterministic
-  function of the group a member read (the range strategy), so two members of one view never want the same
-  partition; two claims mean two snapshots. ZooKeeper designs, from the owner-node creates on the wire.
+* **views**: a member's claim met another member's owner node (NodeExists: the owner still acts on its own,
+  older or newer, view), or two members claimed one partition in rebalance attempts that overlapped in time.
+  The assignment is a deterministic function of the group a member read (the range strategy), so members of
+  one view never want the same partition; two concurrent claims mean two snapshots. (Claims one after the
+  other are a hand-over: a group that changes several times in one window, as in an expiry storm, is
+  rebalanced several times.) ZooKeeper designs, from the owner-node creates on the wire and the members'
+  attempt events.
   On the coordinator design one member (the leader) computes the whole assignment, so its members cannot
   disagree that way; what shows there is a member acting on an old generation (ILLEGAL_GENERATION,
   UNKNOWN_MEMBER_ID responses).
@@ -21,6 +25,7 @@ Plain Python over collected rows: the `runs` and `changes` tables, the `contenti
 from __future__ import annotations
 
 import html
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +36,8 @@ Row = dict[str, Any]
 EVENTS_SHOWN = 30  # per run: the first ones, in time order (the whole list is the `contention` table)
 RUNS_SHOWN = 12  # runs with a timeline of their own, the most eventful first
 CLAIM = "owner create"  # a contention row that only counts towards `views` (every claim is one)
+ATTEMPT_BEGIN, ATTEMPT_END, BACKOFF = "attempt begin", "attempt end", "backoff after "
+NOT_SHOWN = (CLAIM, ATTEMPT_BEGIN, ATTEMPT_END)  # many per run: counted, not listed
 
 WHY_NO_OVERLAP = (
     "Owner nodes never overlap: a ZooKeeper-design member claims a partition by creating "
@@ -48,20 +55,39 @@ WHY_NO_OVERLAP = (
 class RunContention:
     run: Row
     events: list[tuple[int, float, str, str, str]] = field(default_factory=list)  # change, t, member, what, tp
-    claimants: dict[tuple[int, str], set[str]] = field(default_factory=lambda: defaultdict(set))  # (change, tp)
+    claims: list[tuple[int, float, str, str]] = field(default_factory=list)  # change, ts, member, partition
+    attempts: dict[str, list[list[float]]] = field(default_factory=lambda: defaultdict(list))  # [begin, end]
+    refused: set[str] = field(default_factory=set)  # members whose claim was answered NodeExists
     overlaps_after_expiry: int = 0
+
+    def _attempt(self, member: str, ts: float) -> tuple[float, float]:
+        """The member's attempt a claim at `ts` belongs to (the claim's instant if none is known)."""
+        for begin, end in reversed(self.attempts.get(member, ())):
+            if begin <= ts:
+                return begin, max(end, ts)
+        return ts, ts
 
     @property
     def contested(self) -> list[tuple[int, str, list[str]]]:
-        """(change, partition, members) claimed by two or more members in one change window."""
-        return sorted((c, tp, sorted(m)) for (c, tp), m in self.claimants.items() if len(m) > 1)
+        """(change, partition, members): two members claimed the partition in attempts that overlapped."""
+        by_tp: dict[str, list[tuple[int, str, tuple[float, float]]]] = defaultdict(list)
+        for change, ts, member, tp in self.claims:
+            by_tp[tp].append((change, member, self._attempt(member, ts)))
+        found: dict[tuple[int, str], set[str]] = defaultdict(set)
+        for tp, claims in by_tp.items():
+            for i, (change, a, (a0, a1)) in enumerate(claims):
+                for _, b, (b0, b1) in claims[:i]:
+                    if a != b and max(a0, b0) <= min(a1, b1):
+                        found[(change, tp)] |= {a, b}
+        return sorted((c, tp, sorted(m)) for (c, tp), m in found.items())
 
     @property
     def disagreeing(self) -> list[str]:
-        """Members whose view of the group disagreed with another's: ZooKeeper designs, a contested claim;
-        the coordinator, a stale-generation answer."""
+        """Members whose view of the group disagreed with another's: ZooKeeper designs, a claim refused with
+        NodeExists or a contested one; the coordinator, a stale-generation answer."""
         if is_zookeeper_design(self.run["design"]):
-            return sorted({m for _, _, members in self.contested for m in members}, key=lambda m: (len(m), m))
+            members = self.refused | {m for _, _, contested in self.contested for m in contested}
+            return sorted(members, key=lambda m: (len(m), m))
         return sorted({e[2] for e in self.events if e[3].endswith(_STALE_SUFFIXES)}, key=lambda m: (len(m), m))
 
 
@@ -79,6 +105,7 @@ def _window(changes: list[Row], ts: float) -> Row | None:
 def per_run(runs: list[Row], changes: list[Row], events: list[Row],
             overlaps_after_expiry: dict[str, int] | None = None) -> list[RunContention]:
     """Every run with its events inside its change windows (outside the churn they are the initial group's)."""
+    events = sorted(events, key=lambda e: e["ts"])
     windows: dict[str, list[Row]] = defaultdict(list)
     for c in changes:
         windows[c["run_id"]].append(c)
@@ -86,15 +113,22 @@ def per_run(runs: list[Row], changes: list[Row], events: list[Row],
         rows.sort(key=lambda c: c["change_index"])
     found = {r["run_id"]: RunContention(r, overlaps_after_expiry=(overlaps_after_expiry or {}).get(r["run_id"], 0))
              for r in runs}
-    for e in sorted(events, key=lambda e: e["ts"]):
+    for e in events:
         run = found.get(e["run_id"])
         change = run and _window(windows[e["run_id"]], e["ts"])
         if change is None:
             continue
         index = change["change_index"]
-        if e["what"] in (CLAIM, "owner NodeExists") and e.get("tp"):
-            run.claimants[(index, e["tp"])].add(e["member"])
-        if e["what"] != CLAIM:
+        what, member = e["what"], e["member"] or ""
+        if what in (CLAIM, "owner NodeExists") and e.get("tp"):
+            run.claims.append((index, e["ts"], member, e["tp"]))
+        if what == "owner NodeExists":
+            run.refused.add(member)
+        if what == ATTEMPT_BEGIN:
+            run.attempts[member].append([e["ts"], math.inf])
+        elif (what == ATTEMPT_END or what.startswith(BACKOFF)) and run.attempts.get(member):
+            run.attempts[member][-1][1] = min(run.attempts[member][-1][1], e["ts"])
+        if what not in NOT_SHOWN:
             run.events.append((index, e["ts"] - change["change_ts"], e["member"] or "", e["what"], e.get("tp") or ""))
     return list(found.values())
 
@@ -136,10 +170,11 @@ COUNTS = [  # (heading, title, value of a RunContention)
      lambda c: c.run.get("failed_attempts")),
     ("owner NodeExists", "owner-node creates ZooKeeper refused: the partition's znode was someone else's",
      lambda c: c.run.get("owner_conflicts")),
-    ("views disagreed: members", "ZooKeeper designs: members that claimed a partition another member also claimed "
-     "in the same change window; coordinator: members answered ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID",
+    ("views disagreed: members", "ZooKeeper designs: members whose claim met another member's owner node "
+     "(NodeExists) or that claimed a partition another member claimed in an attempt overlapping theirs; "
+     "coordinator: members answered ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID",
      lambda c: len(c.disagreeing)),
-    ("contested partitions", "partitions claimed by two or more members in one change window",
+    ("contested partitions", "partitions two members claimed in rebalance attempts that overlapped in time",
      lambda c: len(c.contested) if is_zookeeper_design(c.run["design"]) else None),
     ("rebalance failures", "members that gave up after rebalance.max.retries",
      lambda c: c.run.get("rebalance_failures")),
@@ -171,7 +206,7 @@ def _run_timeline(c: RunContention, changes: list[Row]) -> str:
                    f"<td>{_esc(tp)}</td></tr>" for i, t, m, w, tp in c.events[:EVENTS_SHOWN])
     more = (f"<p class=note>and {len(c.events) - EVENTS_SHOWN} more.</p>" if len(c.events) > EVENTS_SHOWN else "")
     contested = "; ".join(f"{tp} by {', '.join(members)} (change {i})" for i, tp, members in c.contested[:10])
-    claims = (f"<p class=note>Claimed by two members in one window: {_esc(contested)}"
+    claims = (f"<p class=note>Claimed by two members in overlapping attempts: {_esc(contested)}"
               f"{' …' if len(c.contested) > 10 else ''}.</p>" if contested else "")
     design = LABELS.get(c.run["design"], c.run["design"])
     return (f"<details open class=contention data-run='{_esc(c.run['run_id'])}'><summary>"

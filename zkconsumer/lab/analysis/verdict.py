@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -98,21 +98,26 @@ def _label(design: str) -> str:
 
 
 def verdict(runs: list[Row]) -> list[Finding]:
-    """The verdict's sentences, scenario by scenario (only scenarios that ran at least two designs)."""
+    """The verdict's sentences, scenario by scenario (only those that ran at least two designs to completion)."""
     findings: list[Finding] = []
-    by_scenario: dict[str, list[Row]] = defaultdict(list)
+    # one comparison per scenario and process mode: threads and processes are not measured alike
+    by_scenario: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for run in runs:
-        by_scenario[run.get("scenario") or "?"].append(run)
-    for scenario, rows in sorted(by_scenario.items()):
+        by_scenario[(run.get("scenario") or "?", run.get("process_mode") or "")].append(run)
+    for (name, mode), rows in sorted(by_scenario.items()):
+        scenario = f"{name} (members as {mode})" if mode else name
         used = [r for r in rows if r.get("completed") and r.get("members")]
         designs = [d for d in DESIGNS if any(r.get("design") == d for r in used)]
         if len(designs) < 2:
             continue
         sizes = sorted({r["members"] for r in used})
         left_out = len(rows) - len(used)
+        repeats = max(Counter((r["design"], r["members"]) for r in used).values())
         basis = (f"{scenario}: {len(used)} completed runs of {', '.join(_label(d) for d in designs)} at N = "
                  f"{', '.join(map(str, sizes))}" + (f" ({left_out} not completed, left out)" if left_out else "")
-                 + "; per N the median over repeats, lower is better throughout.")
+                 + "; per N the median over repeats, lower is better throughout"
+                 + ("; one run per design and N, so a small difference may be run-to-run noise." if repeats == 1
+                    else "."))
         findings.append(Finding(scenario, "", basis))
         for metric in METRICS:
             finding = _compare(scenario, metric, used)
@@ -156,17 +161,20 @@ def _compare(scenario: str, metric: Metric, runs: list[Row]) -> Finding | None:
     how = (f"{ratio:.1f}x lower" if ratio is not None and ratio >= 1.05
            else f"{others[0][0] - best:,.{metric.digits}f}{metric.unit} lower")
     span = (f"at every N measured ({where})" if from_n == compared[0] else f"from N = {from_n} on (of {where})")
-    text = (f"{_cap(metric.label)}: {_label(winner)} lower {span}; at N = {top} "
+    text = (f"{_cap(metric.label)}: {_label(winner)} lower {span}; at N = {top}: "
             f"{_fmt(best, metric.digits)}{metric.unit} against {against}, {how}")
     if not clear:
         text += ", but the repeats overlap there"
-    earlier = [n for n in compared if n < from_n and winners[n][0] not in (None, winner)]
-    if earlier:
-        n = earlier[-1]
-        other = winners[n][0]
+    below: dict[str, list[int]] = defaultdict(list)  # another design -> the N below from_n where it was lower
+    for n in compared:
+        if n < from_n and winners[n][0] not in (None, winner):
+            below[winners[n][0]].append(n)
+    for other, sizes in below.items():
+        n = sizes[-1]
         at = {d: statistics.median(v) for d, v in values[n].items()}
-        text += (f". Below that {_label(other)} was lower (at N = {n}: {_fmt(at[other], metric.digits)}"
-                 f"{metric.unit} against {_fmt(at[winner], metric.digits)}{metric.unit})")
+        text += (f". Below that {_label(other)} was lower at N = {', '.join(map(str, sizes))} (at N = {n}: "
+                 f"{_fmt(at[other], metric.digits)}{metric.unit} against {_fmt(at[winner], metric.digits)}"
+                 f"{metric.unit})")
     return Finding(scenario, metric.key, text + ".", winner, from_n, clear, ratio)
 
 

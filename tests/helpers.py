@@ -31,6 +31,28 @@ def wait_for(condition: Callable[[], T], timeout: float = 20.0, interval: float 
     return last
 
 
+def beyond_the_textbook(events: list[dict], members: int, partitions: int, notified: int, attempt_cost: int,
+                        per_notification: int = 1) -> int:
+    """ZooKeeper requests a join's conflicts added to its closed form (docs/join-cost.md), from the members' events:
+    in the textbook case each member makes one attempt (`attempt_cost` requests), the group releases and claims each
+    partition once (a claim: offset read + create), no claim fails (a failed one also reads the taken node), nothing
+    is rolled back, and each member but the joiner is notified once (`per_notification` requests each)."""
+    kinds: dict[str, int] = {}
+    for event in events:
+        kinds[event["kind"]] = kinds.get(event["kind"], 0) + 1
+    ok_claims = sum(1 for e in events if e["kind"] == "claim" and e["ok"])
+    failed_claims = kinds.get("claim", 0) - ok_claims
+    return ((kinds.get("attempt_begin", 0) - members) * attempt_cost + (kinds.get("release", 0) - partitions)
+            + 2 * (ok_claims - partitions) + 3 * failed_claims + kinds.get("rollback", 0)
+            + per_notification * (notified - (members - 1)))
+
+
+def conflicted(events: list[dict]) -> bool:
+    """Whether a join met a conflict: a claim found the node taken, or an attempt ended in a conflict."""
+    return any((e["kind"] == "claim" and not e["ok"]) or (e["kind"] == "attempt_end" and e.get("result") == "conflict")
+               for e in events)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from helpers import beyond_the_textbook, conflicted
 
 from zkconsumer.lab.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
 from zkconsumer.lab.scenario import parse_scenario
@@ -43,17 +44,6 @@ values = [1, 2, 4, 8]
 
 
 @pytest.mark.slow
-def beyond_the_textbook(events: list[dict], members: int, partitions: int, notified: int) -> int:
-    """Requests a join's conflicts added to the closed form: in the textbook case each member makes one attempt,
-    the group releases and claims each partition once, no claim fails and nothing is rolled back."""
-    kinds = Counter(e["kind"] for e in events)
-    ok_claims = sum(1 for e in events if e["kind"] == "claim" and e["ok"])
-    failed_claims = kinds["claim"] - ok_claims
-    return ((kinds["attempt_begin"] - members) * attempt_cost(members) + (kinds["release"] - partitions)
-            + 2 * (ok_claims - partitions) + 3 * failed_claims + kinds["rollback"]
-            + (notified - join_notifications(members)))
-
-
 def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path):
     scenario = parse_scenario(SCENARIO, "inline")
     summaries = LabSession(scenario, scenario.cases(), ["zk"], tmp_path).run()
@@ -72,12 +62,10 @@ def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path):
         assert notified == join_notifications(size)
         # The lab's members connect to ZooKeeper's root, where the broker registers: no chroot checks.
         assert len(requests) == accounted_requests(events, members_seen=size, joiners=1, notified=notified)
-        excess = beyond_the_textbook(events, size, PARTITIONS, notified)
-        conflicted = any(e["kind"] == "claim" and not e["ok"] for e in events) or any(
-            e["kind"] == "attempt_end" and e["result"] == "conflict" for e in events)
+        excess = beyond_the_textbook(events, size, PARTITIONS, notified, attempt_cost(size))
         assert len(requests) == join_requests(size, PARTITIONS) + excess, (size, excess)
-        assert (excess > 0) == conflicted, (size, excess, conflicted)
-        conflict_free += not conflicted
+        assert (excess > 0) == conflicted(events), (size, excess)
+        conflict_free += not conflicted(events)
 
         # Over the whole run: the wire equals the members' own counters, but for what kazoo sends by itself
         # (closeSession at the end, and a watch recipe's re-read that a member leaving at the same moment set off

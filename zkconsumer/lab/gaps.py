@@ -48,3 +48,9 @@ def reasons(undecodable: int, blackholed: int, bad_lines: int) -> list[str]:
 def describe(undecodable: int, blackholed: int, bad_lines: int) -> str | None:
     """The gaps as one reason ("2 undecodable streams, 5 requests into a blackhole"), or None."""
     return ", ".join(reasons(undecodable, blackholed, bad_lines)) or None
+
+
+def countable(run: Mapping[str, Any]) -> bool:
+    """A run whose counts can be compared with anything: it completed and nothing it did escaped the count. A
+    prediction or a verdict built on a run with a gap would compare a number that is short by construction."""
+    return bool(run.get("completed")) and not run.get("counting_gaps")

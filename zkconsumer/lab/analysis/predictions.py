@@ -1,7 +1,8 @@
 """The scale simulation's predictions next to the real runs they model (docs/simulation.md, docs/analysis.md).
 
-A real run is *comparable* when it completed and each of its counted membership changes is one member joining a
-settled group (the herd scenario's shape, which is what `zkconsumer.lab.sim` simulates). Its rows are of two kinds:
+A real run is *comparable* when it completed with no counting gap (zkconsumer/lab/gaps.py) and each of its counted
+membership changes is one member joining a settled group (the herd scenario's shape, which is what
+`zkconsumer.lab.sim` simulates). Its rows are of two kinds:
 
 * **identities** (`kind="identity"`): what the protocol fixes whatever the seed or the latencies (closed_forms.py):
   watch notifications per join = N, a conflict-free rebalance-only join's ZooKeeper requests = M² + 7·M + 3·P + 3
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.analysis.closed_forms import closed_form, single_joins
 from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
+from zkconsumer.lab.gaps import countable
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -98,8 +100,9 @@ def wilson(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
 
 
 def comparable_runs(runs: list[dict[str, Any]], changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Completed runs whose every counted change is a single member joining, of a design the rows cover."""
-    return [r for r in single_joins(runs, changes) if r.get("completed") and r["design"] in IDENTITY_METRICS]
+    """Countable runs (completed, no counting gap) whose every counted change is a single member joining, of a
+    design the rows cover."""
+    return [r for r in single_joins(runs, changes) if countable(r) and r["design"] in IDENTITY_METRICS]
 
 
 def predict_frame(spark: SparkSession, runs: list[dict[str, Any]], predict_to: int = PREDICT_TO) -> DataFrame | None:

@@ -26,7 +26,7 @@ from rich.table import Table
 # 1,539; N = 64: 4,225 of 4,899), and the simulation goes on to `predict_to`. Both designs run the same sizes. As
 # threads, a design's members share the lab's 2 cores: with the machine loaded by other work (load 15-20) the
 # ZooKeeper design's initial group of 128 ran out of rebalance retries and 256 coordinator threads in one process
-# could not bootstrap (128 of them did, in 1-2 min), while these ten runs took 6 min (docs/lab.md).
+# could not bootstrap (128 of them did, in 1-2 min), while this job took 4 min at load 1-4 (docs/lab.md).
 DEFAULT_VALUES = "1,4,16,32,64"
 DEFAULT_PREDICT_TO = 1024
 

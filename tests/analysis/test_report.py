@@ -139,11 +139,14 @@ def test_the_verdict_splits_time_to_stable_and_says_when_repeats_overlap() -> No
     # a run of another process mode is another comparison (one design only here: none), never mixed in
     rows.append({"scenario": "herd", "design": "zk", "members": 64, "completed": True, "changes": 1,
                  "process_mode": "processes", "time_to_stable_s": 0.001})
-    # a run that did not complete is left out, whatever it measured
+    # a run that did not complete, or whose counts have a gap, is left out, whatever it measured
     rows.append({"scenario": "herd", "design": "zk", "members": 64, "completed": False, "changes": 1,
                  "time_to_stable_s": 0.01})
+    rows.append({"scenario": "herd", "design": "zk", "members": 64, "completed": True, "changes": 1,
+                 "time_to_stable_s": 0.01, "counting_gaps": "1 undecodable stream"})
     found = verdict(rows)
-    assert "(1 not completed, left out)" in found[0].text and "may be run-to-run noise" not in found[0].text
+    assert "(2 not completed or not counted in full, left out)" in found[0].text
+    assert "may be run-to-run noise" not in found[0].text
     assert not [f for f in found if "processes" in f.scenario]
     stable = finding(found, "stable")
     # medians at 64: zk 4.7, coordinator (1.2, 6.0) -> 3.6; the coordinator wins but its repeats straddle zk's

@@ -22,6 +22,7 @@ from typing import Any
 
 from zkconsumer.lab.analysis.herd_view import HERD_METRICS
 from zkconsumer.lab.designs import DESIGNS, LABELS
+from zkconsumer.lab.gaps import countable
 
 Row = dict[str, Any]
 # The split of time to stable (docs/lab.md): until every incumbent heard of the change, and the rest.
@@ -98,7 +99,8 @@ def _label(design: str) -> str:
 
 
 def verdict(runs: list[Row]) -> list[Finding]:
-    """The verdict's sentences, scenario by scenario (only those that ran at least two designs to completion)."""
+    """The verdict's sentences, scenario by scenario (only those that ran at least two designs to completion),
+    from the runs `gaps.countable` accepts: a run with a counting gap has counts short by construction."""
     findings: list[Finding] = []
     # one comparison per scenario and process mode: threads and processes are not measured alike
     by_scenario: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -106,7 +108,7 @@ def verdict(runs: list[Row]) -> list[Finding]:
         by_scenario[(run.get("scenario") or "?", run.get("process_mode") or "")].append(run)
     for (name, mode), rows in sorted(by_scenario.items()):
         scenario = f"{name} (members as {mode})" if mode else name
-        used = [r for r in rows if r.get("completed") and r.get("members")]
+        used = [r for r in rows if countable(r) and r.get("members")]
         designs = [d for d in DESIGNS if any(r.get("design") == d for r in used)]
         if len(designs) < 2:
             continue
@@ -114,7 +116,8 @@ def verdict(runs: list[Row]) -> list[Finding]:
         left_out = len(rows) - len(used)
         repeats = max(Counter((r["design"], r["members"]) for r in used).values())
         basis = (f"{scenario}: {len(used)} completed runs of {', '.join(_label(d) for d in designs)} at N = "
-                 f"{', '.join(map(str, sizes))}" + (f" ({left_out} not completed, left out)" if left_out else "")
+                 f"{', '.join(map(str, sizes))}"
+                 + (f" ({left_out} not completed or not counted in full, left out)" if left_out else "")
                  + "; per N the median over repeats, lower is better throughout"
                  + ("; one run per design and N, so a small difference may be run-to-run noise." if repeats == 1
                     else "."))

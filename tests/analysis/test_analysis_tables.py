@@ -19,7 +19,7 @@ def table(result: AnalysisResult, spark: SparkSession, name: str) -> DataFrame:
 def test_every_table_is_written(analysed: AnalysisResult) -> None:
     assert set(analysed.tables) == {"runs", "changes", "wire_counts", "rebalances", "herd_fit", "ownership_intervals",
                                     "overlaps", "stop_the_world", "delivery", "delivery_gaps", "trace_errors",
-                                    "predictions", "prediction_comparison"}
+                                    "contention", "predictions", "prediction_comparison"}
     assert analysed.runs == 2 + 2 * len(SWEEP)
     assert analysed.report.is_file()
 

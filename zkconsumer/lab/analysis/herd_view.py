@@ -20,7 +20,7 @@ from zkconsumer.lab.analysis.closed_forms import closed_form, single_joins
 from zkconsumer.lab.designs import LABELS, ZOOKEEPER_DESIGNS
 
 DESIGN_NAMES = LABELS
-NONE = "-"
+NONE = "-"  # an empty cell of the report's tables
 COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728"}
 # (column in runs, label) per design: what plays "requests per change" and "notifications per change"; the
 # ZooKeeper designs are one protocol, so they are counted alike (designs.py)
@@ -32,7 +32,8 @@ HERD_METRICS = {
 }
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
+def fmt_cell(value: Any, digits: int = 1) -> str:
+    """A table cell of the report: NONE for a missing or NaN value, large numbers without decimals."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NONE
     if isinstance(value, float):
@@ -159,8 +160,8 @@ def fit_table(fits: list[dict[str, Any]], runs: list[dict[str, Any]] | None = No
         rows.append(
             f"<tr><td>{html.escape(str(f['scenario']))}</td><td>{html.escape(str(f['design']))}</td>"
             f"<td>{html.escape(str(f['process_mode']))}</td><td>{html.escape(f['metric'])}</td><td>{f['runs']}</td>"
-            f"<td>{_fmt(f['n_min'], 0)} to {_fmt(f['n_max'], 0)}</td><td><b>{html.escape(_formula(f))}</b></td>"
-            f"<td>{_fmt(f['rms_residual'], 2)}</td><td>{_fmt(f['max_abs_residual'], 2)}</td>"
+            f"<td>{fmt_cell(f['n_min'], 0)} to {fmt_cell(f['n_max'], 0)}</td><td><b>{html.escape(_formula(f))}</b></td>"
+            f"<td>{fmt_cell(f['rms_residual'], 2)}</td><td>{fmt_cell(f['max_abs_residual'], 2)}</td>"
             f"<td>{formula}</td><td>{residual}</td></tr>")
     return ("<table><thead><tr><th>scenario</th><th>design</th><th>members as</th><th>metric</th><th>runs</th>"
             "<th>N</th><th>least-squares fit</th><th>rms residual</th><th>max |mean - fit|</th>"

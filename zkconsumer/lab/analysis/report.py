@@ -6,7 +6,6 @@ It takes plain Python rows (`ReportData`), not DataFrames, so it renders the sam
 from __future__ import annotations
 
 import html
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +15,12 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, fit_table, herd_figure
+from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, NONE, fit_table, fmt_cell, herd_figure
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.split_brain import section as split_brain_section
 from zkconsumer.lab.analysis.verdict import verdict
 from zkconsumer.lab.designs import DESIGNS, LABELS
 
-NONE = "-"  # an empty cell
 NOT_REPORTED_CELL = "n/r"  # a count the design's members do not report (owner_nodes.NOT_REPORTED): never 0
 DESIGN_NAMES = LABELS
 SHORT = {"zk": "zk", "original": "orig", "coordinator": "coord"}  # table sub-headings
@@ -57,14 +55,6 @@ class ReportData:
     comparisons: list[Any] = field(default_factory=list)  # predictions.Comparison: observed next to predicted
     contention: list[dict[str, Any]] = field(default_factory=list)  # ownership.contention_events rows
     overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
-
-
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return NONE
-    if isinstance(value, float):
-        return f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:.0f}"
-    return str(value)
 
 
 def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) -> go.Figure | None:
@@ -157,7 +147,7 @@ def _cell(run: dict[str, Any] | None, label: str, column: str | None, digits: in
     value = run.get(column) if column else None
     if value is None and column in NOT_REPORTED.get(run["design"], ()):
         return f"<span title='not reported by this design&#39;s members'>{NOT_REPORTED_CELL}</span>"
-    return _fmt(float(value) if isinstance(value, int | float) and digits else value, digits)
+    return fmt_cell(float(value) if isinstance(value, int | float) and digits else value, digits)
 
 
 def comparison_table(runs: list[dict[str, Any]]) -> str:
@@ -207,7 +197,7 @@ def _rows_table(rows: list[dict[str, Any]], columns: list[str], empty: str) -> s
     if not rows:
         return f"<p>{html.escape(empty)}</p>"
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c), 3))}</td>" for c in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt_cell(r.get(c), 3))}</td>" for c in columns) + "</tr>"
                    for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

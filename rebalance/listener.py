@@ -8,14 +8,10 @@ The lab counts both; this module reproduces them faithfully, and reports every s
 
 from __future__ import annotations
 
-import enum
 import logging
-import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Protocol
 
 from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
 
@@ -24,65 +20,21 @@ from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
 from rebalance.events import EventBus, EventKind, MemberState, partition_key
+from rebalance.listener_types import (
+    AttemptResult,
+    ConsumerRebalanceFailedError,
+    ConsumerRebalanceListener,
+    FetcherControl,
+    RebalanceSettings,
+    RebalanceStats,
+    Timer,
+)
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.store import GroupStore
+from rebalance.sync import THREADING, SyncPrimitives, Thread
 
 log = logging.getLogger(__name__)
-
-
-class ConsumerRebalanceFailedError(RuntimeError):
-    """Raised to the caller of the first rebalance; later failures are only logged."""
-
-
-class ConsumerRebalanceListener(Protocol):
-    """The 0.9 callback interface; set it before creating streams. An exception fails the attempt."""
-
-    def before_releasing_partitions(self, partition_ownership: dict[str, set[int]]) -> None: ...
-
-    def before_starting_fetchers(
-        self, consumer_id: str, global_partition_assignment: dict[str, dict[int, ConsumerThreadId]]
-    ) -> None: ...
-
-
-class FetcherControl(Protocol):
-    def stop_connections(self) -> None: ...
-
-    def start_connections(self, partition_infos: list[PartitionTopicInfo]) -> None: ...
-
-
-class Timer(Protocol):
-    def time(self): ...
-
-
-class AttemptResult(enum.StrEnum):
-    OK = "ok"
-    NO_BROKERS = "no_brokers"  # nothing to own yet: counts as success, a broker watch will trigger later
-    CONFLICT = "conflict"  # an owner node was held by somebody else; this attempt's claims were rolled back
-    STOPPED = "stopped"  # the member is shutting down
-    ERROR = "error"  # a step raised (ZooKeeper unavailable, unreadable znode data, a user callback)
-
-
-@dataclass(frozen=True)
-class RebalanceSettings:
-    consumer_id: str
-    max_retries: int = 4
-    backoff_ms: int = 2000
-    auto_commit: bool = True
-    exclude_internal_topics: bool = True
-    # Re-registration after a session expiry retries with exponential backoff up to this (see `_register`).
-    max_registration_backoff_ms: int = 30000
-
-
-@dataclass
-class RebalanceStats:
-    """How often this member rebalanced and how it went (the events carry the detail)."""
-
-    rebalances: int = 0
-    attempts: int = 0
-    failed_attempts: int = 0
-    conflicts: int = 0
-    failures: int = 0
 
 
 class ZKRebalancerListener:
@@ -91,7 +43,7 @@ class ZKRebalancerListener:
         fetchers: FetcherControl, bindings: StreamBindings, ownership: Ownership, offsets: OffsetCheckpoints,
         *, events: EventBus | None = None, user_listener: ConsumerRebalanceListener | None = None,
         timer: Timer | None = None, register: Callable[[], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, sync: SyncPrimitives = THREADING,
     ) -> None:
         self.settings = settings
         self.consumer_id = settings.consumer_id
@@ -106,16 +58,17 @@ class ZKRebalancerListener:
         self.timer = timer
         self.register = register  # (re-)writes our registration node; called after a session expiry
         self.clock = clock  # for the duration_ms of the rebalance and attempt events
-        self.rebalance_lock = threading.RLock()  # shared with the connector's shutdown and commit
+        self._sync = sync  # where its lock, condition, event and watcher thread come from (rebalance/sync.py)
+        self.rebalance_lock = sync.rlock()  # shared with the connector's shutdown and commit
         self.stats = RebalanceStats()
         self.state = MemberState.CREATED
         self.last_error: Exception | None = None  # why the last rebalance or registration failed; None after success
-        self._cond = threading.Condition()
+        self._cond = sync.condition()
         self._triggered = False
         self._session_renewed = False
         self._tasks: list[Callable[[], None]] = []
-        self._shutting_down = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._shutting_down = sync.event()
+        self._thread: Thread | None = None
 
     # --- state ---------------------------------------------------------------------------------------
 
@@ -126,7 +79,7 @@ class ZKRebalancerListener:
     # --- triggers and the watcher thread -----------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._watch, name=f"{self.consumer_id}_watcher_executor", daemon=True)
+        self._thread = self._sync.thread(self._watch, name=f"{self.consumer_id}_watcher_executor")
         self._thread.start()
 
     @property
@@ -239,9 +192,10 @@ class ZKRebalancerListener:
 
     def join(self, timeout: float = 10.0) -> bool:
         """Wait for the watcher thread; True if it has ended (or never started)."""
-        if self._thread is not None and self._thread is not threading.current_thread():
+        current = self._sync.current_thread()
+        if self._thread is not None and self._thread is not current:
             self._thread.join(timeout)
-        return not self.watcher_alive or self._thread is threading.current_thread()
+        return not self.watcher_alive or self._thread is current
 
     @property
     def shutting_down(self) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -29,6 +28,7 @@ from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, Reb
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.subscription import Registration, TopicFilter
+from rebalance.sync import THREADING, SyncPrimitives, Thread
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.registration import make_consumer_id, register
 from zkconsumer.zookeeper import layout
@@ -62,34 +62,37 @@ FetcherFactory = Callable[[FetchSettings, Callable[[], Sequence[Broker]], Metric
 
 def default_zk_factory(config: ConsumerConfig, consumer_id: str) -> ZkClient:
     return ZkClient(config.zookeeper_connect, session_timeout_ms=config.zookeeper_session_timeout_ms,
-                    connection_timeout_ms=config.zookeeper_connection_timeout_ms, log_id=consumer_id)
+                    connection_timeout_ms=config.zookeeper_connection_timeout_ms, log_id=consumer_id,
+                    auth=config.zk_auth, tls=config.zk_tls)
 
 
 class ZookeeperConsumerConnector:
     """The 0.8.2 high-level consumer. `zk_factory` and `fetcher_factory` replace the ZooKeeper client
-    (e.g. an in-memory one) and the fetcher manager (e.g. `NoFetchers` for rebalance-only lab members)."""
+    (e.g. an in-memory one) and the fetcher manager (e.g. `NoFetchers` for rebalance-only lab members); `sync`
+    the locks, events and threads of this connector and its listener (rebalance/sync.py)."""
 
     def __init__(self, config: ConsumerConfig, metrics: MetricsRegistry | None = None, *,
-                 zk_factory: ZkFactory | None = None, fetcher_factory: FetcherFactory | None = None) -> None:
+                 zk_factory: ZkFactory | None = None, fetcher_factory: FetcherFactory | None = None,
+                 sync: SyncPrimitives = THREADING) -> None:
         self.config = config
         self.consumer_id = make_consumer_id(config.group_id, config.consumer_id)
         self.client_id = config.client_id or config.group_id
         self.registry = metrics or MetricsRegistry()
         self.events = EventBus(self.consumer_id)
         self._tags = {"clientId": self.client_id}
-        self._shutdown_lock = threading.Lock()
-        self._closing = threading.Event()  # set first thing in shutdown(): interrupts registration waits
+        self._shutdown_lock = sync.lock()
+        self._closing = sync.event()  # set first thing in shutdown(): interrupts registration waits
         self._streams_created = False
         self._registration: Registration | None = None
-        self._watch_lock = threading.Lock()  # guards the watch handles against shutdown()
+        self._watch_lock = sync.lock()  # guards the watch handles against shutdown()
         self._topic_watches: dict[str, WatchHandle] = {}
         self._wildcard: tuple[TopicFilter, list[tuple[ChunkQueue, KafkaStream]]] | None = None
-        self._wildcard_lock = threading.Lock()
+        self._wildcard_lock = sync.lock()
         self._wildcard_topics: set[str] = set()
         self._latest_topics: list[str] | None = None
-        self._topics_seen = threading.Event()
+        self._topics_seen = sync.event()
         self._wildcard_watch: WatchHandle | None = None
-        self._autocommit_thread: threading.Thread | None = None
+        self._autocommit_thread: Thread | None = None
 
         self.zk = (zk_factory or default_zk_factory)(config, self.consumer_id)
         self.zk.on_state_change(self._on_connection_state)
@@ -106,14 +109,13 @@ class ZookeeperConsumerConnector:
                               config.auto_commit_enable, config.exclude_internal_topics),
             self.store, get_assignor(config.partition_assignment_strategy), self.fetcher_manager, self.bindings,
             self.ownership, self.offsets, events=self.events,
-            timer=self.registry.timer(self._name("RebalanceRateAndTime")), register=self._reregister,
+            timer=self.registry.timer(self._name("RebalanceRateAndTime")), register=self._reregister, sync=sync,
         )
         self.registry.gauge(self._name("OwnedPartitionsCount", groupId=config.group_id),
                             lambda: len(self.ownership.owners()))
         self.events.subscribe(self._track_owned_topics)
         if config.auto_commit_enable:
-            self._autocommit_thread = threading.Thread(target=self._autocommit_loop, daemon=True,
-                                                       name=f"{self.consumer_id}-auto-commit")
+            self._autocommit_thread = sync.thread(self._autocommit_loop, name=f"{self.consumer_id}-auto-commit")
             self._autocommit_thread.start()
         log.info("%s: connected to ZooKeeper at %s", self.consumer_id, config.zookeeper_connect)
 

@@ -11,6 +11,7 @@ import uuid
 
 from fetcher_manager.fetcher_id import java_string_hashcode
 from rebalance.subscription import Registration
+from rebalance.sync import Event
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import NodeExistsError, ZkClient, ZkClosedError
 
@@ -61,7 +62,7 @@ def as_stored_by_0_8_2(registration: Registration) -> Registration:
 
 
 def register(zk: ZkClient, group: str, consumer_id: str, registration: Registration, wait_s: float,
-             stop: threading.Event | None = None) -> None:
+             stop: Event | None = None) -> None:
     """Create our ephemeral registration, waiting for a previous session's node to go away.
 
     0.8.2 loops until the old node disappears (ZOOKEEPER-1740 workaround): a member restarted with the same
@@ -80,7 +81,7 @@ def register(zk: ZkClient, group: str, consumer_id: str, registration: Registrat
 
 
 def _register(zk: ZkClient, path: str, consumer_id: str, registration: Registration, wait_s: float,
-              stop: threading.Event) -> None:
+              stop: Event) -> None:
     deadline = time.monotonic() + wait_s
     while True:
         if stop.is_set():

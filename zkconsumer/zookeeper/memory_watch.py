@@ -3,7 +3,9 @@
 `EventQueue` runs callbacks one at a time in the order queued, on a thread of its own or through a caller's
 `dispatch`. `ChildrenWatch` and `DataWatch` re-implement kazoo's recipes of the same names over the in-memory
 server, keeping what decides callbacks and counts: a notification makes the recipe re-read with a new watch and
-call back; after a reconnect the recipe re-reads and calls back only if something changed.
+call back; after a reconnect the recipe re-reads and calls back only if something changed. A recipe holds a
+lock across its read, as kazoo's do; `sync=` (rebalance/sync.py) says where that lock comes from, so a
+simulation's recipe waits for its read in virtual time instead of holding a real lock across it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Protocol, TypeVar
 
 from kazoo.exceptions import NoNodeError
 
+from rebalance.sync import THREADING, SyncPrimitives
 from zkconsumer.zookeeper.client import ZkClosedError, ZkUnavailableError
 from zkconsumer.zookeeper.memory_server import NONE, MemoryStat, MemoryZooKeeper, WatchEvent
 
@@ -142,14 +145,15 @@ class ChildrenWatch:
     """kazoo's ChildrenWatch: re-read with a watch on every notification and call back; after a reconnect,
     re-read and call back only if the children differ; stop for good when the node is deleted."""
 
-    def __init__(self, client: RecipeHost, path: str, func: Callable[[list[str]], bool | None]) -> None:
+    def __init__(self, client: RecipeHost, path: str, func: Callable[[list[str]], bool | None], *,
+                 sync: SyncPrimitives = THREADING) -> None:
         self._client = client
         self._path = path
         self._func = func
         self._stopped = False
         self._watch_established = False
         self._prior: list[str] | None = None
-        self._run_lock = threading.Lock()
+        self._run_lock = sync.lock()  # held across the recipe's read, as kazoo's recipe holds its own
         client._add_listener(self._session_watcher)
         try:
             with client._holding():
@@ -202,14 +206,15 @@ class DataWatch:
     """kazoo's DataWatch: works on missing nodes (an exists watch waits for the creation); calls back when the
     node's mzxid (or existence) changed since the last callback; re-reads on every reconnect."""
 
-    def __init__(self, client: RecipeHost, path: str, func: Callable[[bytes | None, object], bool | None]) -> None:
+    def __init__(self, client: RecipeHost, path: str, func: Callable[[bytes | None, object], bool | None], *,
+                 sync: SyncPrimitives = THREADING) -> None:
         self._client = client
         self._path = path
         self._func = func
         self._stopped = False
         self._version: int | None = None
         self._ever_called = False
-        self._run_lock = threading.Lock()
+        self._run_lock = sync.lock()  # held across the recipe's read, as kazoo's recipe holds its own
         client._add_listener(self._session_watcher)
         try:
             with client._holding():

@@ -11,8 +11,9 @@ Time is an integer number of nanoseconds, so sums of latencies are exact and ass
 shortcut adds up a whole batch of reads at once and must land on the very nanosecond that one-by-one execution
 reaches). Events at the same time run in the order they were scheduled.
 
-The blocking primitives the real code uses (`threading.Event`, `RLock`, `Condition`) are replaced, on the
-instances that need it, by the virtual ones below; a real lock held across a virtual wait would stall the baton.
+The blocking primitives the real code uses (`threading.Event`, `Lock`, `RLock`) have virtual counterparts below,
+which the product takes through its `sync=` seam (virtual_sync.py); a real lock held across a virtual wait would
+stall the baton.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ class Terminated(BaseException):
 
 
 class Parked(BaseException):
-    """Ends a process whose loop has nothing to do (see `ParkingCondition`)."""
+    """Ends a process whose loop has nothing to do; `condition` is what it waits on (virtual_sync.py)."""
+
+    def __init__(self, condition: object = None) -> None:
+        super().__init__()
+        self.condition = condition
 
 
 class Process:
@@ -328,35 +333,3 @@ class VirtualLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-class ParkingCondition:
-    """Stands in for the rebalance listener's `threading.Condition`. The listener's watcher loop waits on it only
-    when it has nothing to do (no work and no shutdown flag, which `stop()` notifies), so `wait`/`wait_for` end
-    the watcher process (`Parked`) and `notify_all` starts a fresh one, which re-enters the loop at the top and
-    finds the flags set: the same steps as a thread woken from its wait, with no idle thread per member.
-    The baton already gives mutual exclusion, so entering the condition takes nothing."""
-
-    def __init__(self, on_notify: Callable[[], None]) -> None:
-        self._on_notify = on_notify
-
-    def __enter__(self) -> ParkingCondition:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def wait(self, timeout: float | None = None) -> bool:
-        raise Parked
-
-    def wait_for(self, predicate: Callable[[], object], timeout: float | None = None) -> object:
-        """`threading.Condition.wait_for`: true at once, or park until a notify re-enters the loop."""
-        result = predicate()
-        if not result:
-            raise Parked
-        return result
-
-    def notify_all(self) -> None:
-        self._on_notify()
-
-    notify = notify_all

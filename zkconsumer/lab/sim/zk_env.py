@@ -16,9 +16,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from rebalance.sync import THREADING, SyncPrimitives
 from zkconsumer.lab.sim.capacity import WRITES, Resources
 from zkconsumer.lab.sim.latency import WIRE_OP, MemberSampler
-from zkconsumer.lab.sim.scheduler import MS, Scheduler, VirtualLock
+from zkconsumer.lab.sim.scheduler import MS, Scheduler
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.memory_client import MemoryZkClient
 from zkconsumer.zookeeper.memory_server import MemoryZooKeeper, Watcher, _normalize
@@ -132,26 +133,6 @@ class _RecipeHost:
         return self.client._holding()
 
 
-class _VirtualRunLock:
-    """Replaces a recipe's `_run_lock` (a `threading.Lock` held across its read) with a virtual lock as the
-    recipe's own `__init__` assigns it: a real lock held while the read waits in virtual time would stall the
-    baton if the member's event process re-ran the recipe meanwhile."""
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> VirtualLock:
-        return obj.__dict__["_sim_run_lock"]
-
-    def __set__(self, obj: Any, _value: object) -> None:
-        obj.__dict__["_sim_run_lock"] = VirtualLock(obj._client.sched)
-
-
-class SimChildrenWatch(ChildrenWatch):
-    _run_lock = _VirtualRunLock()
-
-
-class SimDataWatch(DataWatch):
-    _run_lock = _VirtualRunLock()
-
-
 class SimZkClient(MemoryZkClient):
     """A member's ZooKeeper client in virtual time.
 
@@ -159,15 +140,17 @@ class SimZkClient(MemoryZkClient):
     `chroot_checks`: at start, the two `exists` a member connecting with a chroot sends (kazoo's and ours); the
     lab's members connect to ZooKeeper's root and send none.
     `crashed`: the process is dead; it learns nothing more (no notification, no session renewal).
+    `sync`: the member's primitives (virtual_sync.py); the watch recipes hold its lock across their reads.
     """
 
     def __init__(self, server: SimServer, *, sampler: MemberSampler, recipe_sampler: MemberSampler,
                  deliver: Callable[[Callable[[], None]], None], session_timeout_ms: int, log_id: str,
                  ids_path: str, chroot_checks: bool = False, resources: Resources | None = None,
-                 index: int = 0) -> None:
+                 index: int = 0, sync: SyncPrimitives = THREADING) -> None:
         self.sched = server.sched
         self.resources = resources  # None: no queueing (capacity.py)
         self.index = index  # which host and server this member uses
+        self.sync = sync
         self.sampler = sampler
         self.recipe_sampler = recipe_sampler
         self.instant = False
@@ -274,10 +257,10 @@ class SimZkClient(MemoryZkClient):
         return self._timed(op, self.recipe_sampler, lambda: MemoryZkClient._recipe_read(self, request, wait=wait))
 
     def _install_children_watch(self, path: str, on_change: Callable[[list[str]], bool | None]) -> None:
-        SimChildrenWatch(_RecipeHost(self, "getChildren"), path, on_change)  # type: ignore[arg-type]
+        ChildrenWatch(_RecipeHost(self, "getChildren"), path, on_change, sync=self.sync)  # type: ignore[arg-type]
 
     def _install_data_watch(self, path: str, on_change: Callable[..., bool | None]) -> None:
-        SimDataWatch(_RecipeHost(self, "getData"), path, on_change)  # type: ignore[arg-type]
+        DataWatch(_RecipeHost(self, "getData"), path, on_change, sync=self.sync)  # type: ignore[arg-type]
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -317,4 +300,4 @@ def instant_client(server: MemoryZooKeeper, log_id: str) -> MemoryZkClient:
     return MemoryZkClient(server, log_id=log_id, dispatch=lambda callback: callback()).start()
 
 
-__all__ = ["SimChildrenWatch", "SimDataWatch", "SimServer", "SimZkClient", "instant_client"]
+__all__ = ["SimServer", "SimZkClient", "instant_client"]

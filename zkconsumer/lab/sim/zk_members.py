@@ -1,15 +1,14 @@
 """One simulated member: this project's `ZookeeperConsumerConnector` (with `NoFetchers`) whose threads are
 simulated processes and whose ZooKeeper client runs in virtual time.
 
-Nothing of the connector or the listener is re-implemented. What is swapped, on the instances only:
+Nothing of the connector or the listener is re-implemented. What differs is given through their arguments:
 
-* the ZooKeeper client (`zk_factory`): a `SimZkClient`, whose callbacks go to this member's event process;
-* the listener's blocking primitives: `_cond` (a `ParkingCondition`: the watcher thread becomes a process that
-  ends when it would wait and is started again by the next trigger), `_shutting_down` (a `VirtualEvent`: the
-  rebalance backoff sleeps in virtual time), `rebalance_lock` (a re-entrant `VirtualLock`), and `start`/`join`
-  (start no OS thread; join waits in virtual time);
-* the connector's `_watch_lock` and `_closing` (held or waited on across ZooKeeper calls);
-* with the shortcut, the listener's `build_assignment_context` and `assign` (views.py).
+* `zk_factory=`: a `SimZkClient`, whose callbacks go to this member's event process;
+* `sync=` (rebalance/sync.py): a `VirtualSync` (virtual_sync.py), so every lock, event, condition and thread of
+  the connector, its listener and its watch recipes blocks in virtual time: the rebalance backoff sleeps in
+  virtual time, and the watcher thread is a process that ends when it would wait and runs again at the next
+  trigger;
+* with the shortcut, the listener's public steps `build_assignment_context` and `assign` (views.py).
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from rebalance.listener import ZKRebalancerListener
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.connector import ZookeeperConsumerConnector
 from zkconsumer.lab.sim import views
-from zkconsumer.lab.sim.scheduler import ParkingCondition, Process, VirtualEvent, VirtualLock
+from zkconsumer.lab.sim.scheduler import Process
+from zkconsumer.lab.sim.virtual_sync import VirtualSync
 from zkconsumer.lab.sim.zk_env import SimZkClient
 from zkconsumer.members import NoFetchers
 from zkconsumer.zookeeper import layout
@@ -57,8 +57,7 @@ class SimMember:
         self.shared_context: dict[int, Any] = {}
         self._callbacks: deque[Callable[[], None]] = deque()
         self._event_process: Process | None = None
-        self._watcher: Process | None = None
-        self._watcher_done: VirtualEvent | None = None
+        self.sync = VirtualSync(world.sched, self.spawn, lambda: self.crashed)
         self._last_delivery = 0
         self.processes: list[Process] = []  # the live ones are ended by a crash
 
@@ -77,17 +76,10 @@ class SimMember:
 
     def build(self) -> ZookeeperConsumerConnector:
         """Construct the connector (its client connects: in a process, with virtual time) and wire it in."""
-        connector = ZookeeperConsumerConnector(self.config(), zk_factory=self._zk_factory, fetcher_factory=NoFetchers)
+        connector = ZookeeperConsumerConnector(self.config(), zk_factory=self._zk_factory, fetcher_factory=NoFetchers,
+                                               sync=self.sync)
         self.connector = connector
-        sched = self.world.sched
         listener = self.listener = connector.listener
-        listener._cond = ParkingCondition(self._triggered)  # type: ignore[assignment]
-        listener._shutting_down = VirtualEvent(sched)  # type: ignore[assignment]
-        listener.rebalance_lock = VirtualLock(sched, reentrant=True)  # type: ignore[assignment]
-        listener.start = self._start_watcher  # type: ignore[method-assign]
-        listener.join = self._join_watcher  # type: ignore[method-assign]
-        connector._watch_lock = VirtualLock(sched)  # type: ignore[assignment]
-        connector._closing = VirtualEvent(sched)  # type: ignore[assignment]
         if self.world.config.shortcut:
             listener.build_assignment_context = functools.partial(views.build_context, self)  # type: ignore[method-assign]
             listener.assign = functools.partial(views.assign, self)  # type: ignore[method-assign]
@@ -99,7 +91,7 @@ class SimMember:
             self.world.server, sampler=self.sampler, recipe_sampler=self.recipe_sampler, deliver=self.deliver,
             session_timeout_ms=config.zookeeper_session_timeout_ms, log_id=consumer_id,
             ids_path=layout.ids_dir(config.group_id), chroot_checks=self.chroot_checks,
-            resources=self.world.resources, index=self.index)
+            resources=self.world.resources, index=self.index, sync=self.sync)
         self.client.instant = self.world.instant
         self.client.on_registration_read = self._registration_read
         return self.client
@@ -131,29 +123,6 @@ class SimMember:
         # kazoo's event thread: one callback at a time, in order; the process ends when there is nothing to run.
         while self._callbacks and not self.crashed:
             self._callbacks.popleft()()
-
-    def _start_watcher(self) -> None:
-        """`listener.start()`: a real watcher would start and wait at once; a process starts only when triggered."""
-        self.listener._thread = self  # type: ignore[assignment]  # `listener.started` checks it is set
-        listener = self.listener
-        if listener._triggered or listener._session_renewed or listener._tasks:
-            self._triggered()
-
-    def is_alive(self) -> bool:  # `listener.watcher_alive` reads `_thread.is_alive()`
-        return self._watcher is not None and self._watcher.alive
-
-    def _triggered(self) -> None:
-        """The listener's condition was notified: run its watcher loop if it is not running already."""
-        if self.crashed or self.listener._thread is None or self.is_alive():
-            return
-        done = self._watcher_done = VirtualEvent(self.world.sched)
-        self._watcher = self.spawn("watcher", self.listener._watch)
-        self._watcher.on_exit.append(done.set)
-
-    def _join_watcher(self, timeout: float = 10.0) -> bool:
-        if self.is_alive() and self._watcher_done is not None:
-            self._watcher_done.wait(timeout)
-        return not self.is_alive()
 
     def spawn(self, role: str, target: Callable[[], Any], at: int | None = None) -> Process:
         self.processes = [p for p in self.processes if p.alive]

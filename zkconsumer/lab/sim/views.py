@@ -5,9 +5,9 @@ In one rebalance attempt a member lists the ids dir, lists /brokers/topics, read
 those 10⁸ reads and 10⁴ assignments is out of reach, and it is also pointless: members that read the same
 registrations compute the same thing.
 
-What replaces the registration reads of one attempt (`build_context`, installed as the listener's
-`build_assignment_context`; the ids and topics listings before and the partition-map read after stay real
-requests):
+What replaces the registration reads of one attempt (`MemberShortcut.build_context`, installed as the
+listener's `build_assignment_context`; the ids and topics listings before and the partition-map read after stay
+real requests):
 
 1. The M reads are one pipelined batch, as the listener sends them (`ZkClient.get_many`): timed exactly as the
    real batch is (`SimZkClient.batch`: the same draw, the same queues), and served at one instant.
@@ -31,8 +31,8 @@ from rebalance.assignment import Assignment, AssignmentContext
 from zkconsumer.zookeeper import codecs, layout
 
 if TYPE_CHECKING:
-    from zkconsumer.lab.sim.zk_env import SimServer
-    from zkconsumer.lab.sim.zk_members import SimMember
+    from rebalance.listener import ZKRebalancerListener
+    from zkconsumer.lab.sim.zk_env import SimServer, SimZkClient
 
 
 @dataclass
@@ -66,9 +66,8 @@ class ViewCache:
         self._views: dict[tuple[int, tuple[str, ...]], SharedView] = {}
         self.partition_maps: dict[tuple[str, int], list[int]] = {}
 
-    def view(self, member: SimMember, members: list[str], all_topics: list[str]) -> SharedView:
+    def view(self, server: SimServer, members: list[str], all_topics: list[str]) -> SharedView:
         """The registrations as they are now (the epoch of `members`), decoded once per epoch and topic list."""
-        server = member.world.server
         key = (server.view_epoch, tuple(all_topics))
         view = self._views.get(key)
         if view is None:
@@ -92,91 +91,99 @@ class ViewCache:
         return view
 
 
-def build_context(member: SimMember) -> AssignmentContext:
-    """Stands in for `ZKRebalancerListener.build_assignment_context` (same requests, same order, same timing,
-    same result)."""
-    store = member.listener.store
-    members = store.member_ids()
-    all_topics = store.all_topics()
-    found = member.client.batch(len(members), functools.partial(_registrations, member, members, all_topics))
-    if isinstance(found, SharedView):
-        return _member_context(member, found, _partitions(member, found.topics))
-    topics = {t for subscription in found.values() for t in subscription}
-    return AssignmentContext.build(member.consumer_id, found, store.partitions_for_topics(topics))
-
-
-def _registrations(member: SimMember, members: list[str], all_topics: list[str]) -> SharedView | dict[str, dict]:
-    """At the instant the server has served the member's batch of M registration reads: the shared view if the
-    group's view is still the one its listing saw, else every read made for real (`ZkGroupStore.registrations`,
-    on the scheduler's thread: untimed, the batch's time is already spent)."""
-    cache, client = member.world.views, member.client
-    if members and client.ids_epoch_seen == member.world.server.view_epoch:
-        view = cache.view(member, members, all_topics)
-        _count_reads(member, len(members))  # all M are sent; the first bad one fails the attempt
-        cache.stats.batches += 1
-        if view.fail is not None:
-            view.fail()
-        return view
-    return {m: registration.topic_streams(all_topics, cache.exclude_internal_topics)
-            for m, registration in member.listener.store.registrations(members).items()}
-
-
 def _subscription(path: str, raw: bytes | None, all_topics: list[str], exclude: bool) -> dict[str, int]:
     """What `store.registration(m).topic_streams(...)` makes of a registration node's data."""
     return codecs.decode_registration(path, raw).topic_streams(all_topics, exclude)
 
 
-def _count_reads(member: SimMember, n: int) -> None:
-    """The reads the batch stands for, on the server's and the client's counters (what the wire would show)."""
-    member.world.views.stats.counted_reads += n
-    if n:
-        member.world.server.count(member.client.session_id, "get_data", n)  # type: ignore[arg-type]
-        member.client._count("get_data", n)
+class MemberShortcut:
+    """One member's `build_assignment_context` and `assign` under the shortcut (installed on its listener): the
+    same requests, in the same order, at the same times, with the same results as the listener's own."""
 
+    def __init__(self, cache: ViewCache, server: SimServer, client: SimZkClient,
+                 listener: ZKRebalancerListener) -> None:
+        self.cache = cache
+        self.server = server
+        self.client = client
+        self.listener = listener
+        self.consumer_id = listener.consumer_id
+        self._shared: dict[int, tuple[SharedView, tuple]] = {}  # id(context) -> where its assignment is kept
 
-def _partitions(member: SimMember, topics: set[str]) -> dict[str, list[int]]:
-    """`ZkGroupStore.partitions_for_topics` (the same requests), decoding each version of a topic's node once:
-    10,000 members decoding a 10,000-partition map each would cost more than the rest of the simulation."""
-    cache = member.world.views
-    result = {}
-    for topic in topics:
-        path = layout.topic_path(topic)
-        found = member.client.get(path)
-        if found is None:
-            result[topic] = []
-            continue
-        key = (path, found[1].mzxid)
-        decoded = cache.partition_maps.get(key)
-        if decoded is None:
-            decoded = cache.partition_maps[key] = codecs.decode_topic_partitions(path, found[0])
-        result[topic] = decoded
-    return result
+    def build_context(self) -> AssignmentContext:
+        """Stands in for `ZKRebalancerListener.build_assignment_context`."""
+        store = self.listener.store
+        members = store.member_ids()
+        all_topics = store.all_topics()
+        found = self.client.batch(len(members), functools.partial(self._registrations, members, all_topics))
+        if isinstance(found, SharedView):
+            return self._member_context(found, self._partitions(found.topics))
+        topics = {t for subscription in found.values() for t in subscription}
+        return AssignmentContext.build(self.consumer_id, found, store.partitions_for_topics(topics))
 
+    def _registrations(self, members: list[str], all_topics: list[str]) -> SharedView | dict[str, dict]:
+        """At the instant the server has served the member's batch of M registration reads: the shared view if
+        the group's view is still the one its listing saw, else every read made for real
+        (`ZkGroupStore.registrations`, on the scheduler's thread: untimed, the batch's time is already spent)."""
+        cache, client = self.cache, self.client
+        if members and client.ids_epoch_seen == self.server.view_epoch:
+            view = cache.view(self.server, members, all_topics)
+            self._count_reads(len(members))  # all M are sent; the first bad one fails the attempt
+            cache.stats.batches += 1
+            if view.fail is not None:
+                view.fail()
+            return view
+        return {m: registration.topic_streams(all_topics, cache.exclude_internal_topics)
+                for m, registration in self.listener.store.registrations(members).items()}
 
-def _member_context(member: SimMember, view: SharedView, partitions: Mapping[str, list[int]]) -> AssignmentContext:
-    key = tuple(sorted((t, id(p)) for t, p in partitions.items()))  # decoded maps are shared: one id per version
-    entry = view.contexts.get(key)
-    if entry is None:
-        base = AssignmentContext.build("", view.subscriptions, partitions)
-        entry = view.contexts[key] = (base, None)
-    base = entry[0]
-    own = view.subscriptions.get(member.consumer_id, {})
-    mine = AssignmentContext.build(member.consumer_id, {member.consumer_id: own}, {}).my_topic_thread_ids
-    context = dataclasses.replace(base, consumer_id=member.consumer_id, my_topic_thread_ids=mine)
-    member.shared_context[id(context)] = (view, key)
-    return context
+    def _count_reads(self, n: int) -> None:
+        """The reads the batch stands for, on the server's and the client's counters (what the wire would show)."""
+        self.cache.stats.counted_reads += n
+        if n:
+            self.server.count(self.client.session_id, "get_data", n)  # type: ignore[arg-type]
+            self.client._count("get_data", n)
 
+    def _partitions(self, topics: set[str]) -> dict[str, list[int]]:
+        """`ZkGroupStore.partitions_for_topics` (the same requests), decoding each version of a topic's node once:
+        10,000 members decoding a 10,000-partition map each would cost more than the rest of the simulation."""
+        cache = self.cache
+        result = {}
+        for topic in topics:
+            path = layout.topic_path(topic)
+            found = self.client.get(path)
+            if found is None:
+                result[topic] = []
+                continue
+            key = (path, found[1].mzxid)
+            decoded = cache.partition_maps.get(key)
+            if decoded is None:
+                decoded = cache.partition_maps[key] = codecs.decode_topic_partitions(path, found[0])
+            result[topic] = decoded
+        return result
 
-def assign(member: SimMember, context: AssignmentContext) -> dict[str, Assignment]:
-    """Stands in for `ZKRebalancerListener.assign`: one `assign_group` per shared context. The result is shared
-    read-only (the listener only reads it: its own part is copied by `Ownership.install`)."""
-    shared = member.shared_context.pop(id(context), None)
-    if shared is None:
-        return member.listener.assignor.assign_group(context)
-    view, key = shared
-    base, result = view.contexts[key]
-    if result is None:
-        result = member.listener.assignor.assign_group(context)
-        view.contexts[key] = (base, result)
-        member.world.views.stats.assignments += 1
-    return result
+    def _member_context(self, view: SharedView, partitions: Mapping[str, list[int]]) -> AssignmentContext:
+        key = tuple(sorted((t, id(p)) for t, p in partitions.items()))  # decoded maps are shared: one id per version
+        entry = view.contexts.get(key)
+        if entry is None:
+            base = AssignmentContext.build("", view.subscriptions, partitions)
+            entry = view.contexts[key] = (base, None)
+        base = entry[0]
+        me = self.consumer_id
+        own = view.subscriptions.get(me, {})
+        mine = AssignmentContext.build(me, {me: own}, {}).my_topic_thread_ids
+        context = dataclasses.replace(base, consumer_id=me, my_topic_thread_ids=mine)
+        self._shared[id(context)] = (view, key)
+        return context
+
+    def assign(self, context: AssignmentContext) -> dict[str, Assignment]:
+        """Stands in for `ZKRebalancerListener.assign`: one `assign_group` per shared context. The result is shared
+        read-only (the listener only reads it: its own part is copied by `Ownership.install`)."""
+        shared = self._shared.pop(id(context), None)
+        if shared is None:
+            return self.listener.assignor.assign_group(context)
+        view, key = shared
+        base, result = view.contexts[key]
+        if result is None:
+            result = self.listener.assignor.assign_group(context)
+            view.contexts[key] = (base, result)
+            self.cache.stats.assignments += 1
+        return result

@@ -13,31 +13,42 @@ Nothing of the connector or the listener is re-implemented. What differs is give
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rebalance.events import EventKind, MemberEvent, MemberState
 from rebalance.listener import ZKRebalancerListener
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.connector import ZookeeperConsumerConnector
-from zkconsumer.lab.sim import views
-from zkconsumer.lab.sim.scheduler import Process
+from zkconsumer.lab.sim.capacity import Resources
+from zkconsumer.lab.sim.scheduler import Process, Scheduler
+from zkconsumer.lab.sim.views import MemberShortcut, ViewCache
 from zkconsumer.lab.sim.virtual_sync import VirtualSync
-from zkconsumer.lab.sim.zk_env import SimZkClient
+from zkconsumer.lab.sim.zk_config import ZkSimConfig
+from zkconsumer.lab.sim.zk_env import SimServer, SimZkClient
 from zkconsumer.members import NoFetchers
 from zkconsumer.zookeeper import layout
-
-if TYPE_CHECKING:
-    from zkconsumer.lab.sim.zk_sim import ZkWorld
 
 # Event kinds `accounted_requests` (zkconsumer.lab.join_cost) adds up.
 ACCOUNTED = ("attempt_begin", "release", "claim", "rollback")
 
 
+class MemberWorld(Protocol):
+    """What a member uses of its simulation (zk_sim.ZkWorld)."""
+
+    config: ZkSimConfig
+    sched: Scheduler
+    server: SimServer
+    views: ViewCache
+    resources: Resources | None
+    instant: bool  # requests take no virtual time and callbacks run at once (the settled group's start)
+
+    def record(self, member: SimMember, event: MemberEvent) -> None: ...
+
+
 class SimMember:
-    def __init__(self, world: ZkWorld, name: str, index: int, *, chroot_checks: bool = False) -> None:
+    def __init__(self, world: MemberWorld, name: str, index: int, *, chroot_checks: bool = False) -> None:
         self.world = world
         self.name = name
         self.index = index  # the member's place in the group: which host and server it uses (capacity.py)
@@ -54,7 +65,6 @@ class SimMember:
         self.listener: ZKRebalancerListener
         self.crashed = False
         self.owning_at: int | None = None  # virtual time of the last transition to `owning`
-        self.shared_context: dict[int, Any] = {}
         self._callbacks: deque[Callable[[], None]] = deque()
         self._event_process: Process | None = None
         self.sync = VirtualSync(world.sched, self.spawn, lambda: self.crashed)
@@ -81,8 +91,9 @@ class SimMember:
         self.connector = connector
         listener = self.listener = connector.listener
         if self.world.config.shortcut:
-            listener.build_assignment_context = functools.partial(views.build_context, self)  # type: ignore[method-assign]
-            listener.assign = functools.partial(views.assign, self)  # type: ignore[method-assign]
+            shortcut = MemberShortcut(self.world.views, self.world.server, self.client, listener)
+            listener.build_assignment_context = shortcut.build_context  # type: ignore[method-assign]
+            listener.assign = shortcut.assign  # type: ignore[method-assign]
         connector.add_event_listener(self._on_event)
         return connector
 

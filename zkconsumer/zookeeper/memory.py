@@ -8,11 +8,13 @@
         server.expire_session(zk.session_id)                  # "suspended", "lost", "connected" (new session)
     server.dump(); server.op_counts()
 
-The server lives in `memory_server`, the client in `memory_client`; see their docstrings for the semantics
-kept from ZooKeeper and kazoo, and for the threading model (`dispatch=` for synchronous delivery).
+The server lives in `memory_server` (its records in `memory_nodes`), the client in `memory_client`; see their
+docstrings for the semantics kept from ZooKeeper and kazoo, and for the threading model (`dispatch=` for
+synchronous delivery).
 """
 
 from zkconsumer.zookeeper.memory_client import MemoryZkClient
-from zkconsumer.zookeeper.memory_server import MemoryStat, MemoryZooKeeper, SessionInfo, WatchEvent
+from zkconsumer.zookeeper.memory_nodes import MemoryStat, SessionInfo, WatchEvent
+from zkconsumer.zookeeper.memory_server import MemoryZooKeeper
 
 __all__ = ["MemoryStat", "MemoryZkClient", "MemoryZooKeeper", "SessionInfo", "WatchEvent"]

@@ -34,7 +34,8 @@ from typing import Any, TypeVar
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from zkconsumer.zookeeper.client import ZkClosedError, ZkUnavailableError
-from zkconsumer.zookeeper.memory_server import NONE, MemoryZooKeeper, Watcher, WatchEvent
+from zkconsumer.zookeeper.memory_nodes import NONE, Watcher, WatchEvent
+from zkconsumer.zookeeper.memory_server import MemoryZooKeeper
 from zkconsumer.zookeeper.memory_watch import ChildrenWatch, DataWatch, EventQueue
 from zkconsumer.zookeeper.operations import ZkOperations
 

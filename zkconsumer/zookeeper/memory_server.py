@@ -12,7 +12,8 @@ scale simulation on a virtual clock) while keeping the ZooKeeper semantics that 
 * every request a session sends is counted by the kind names `ZkClient` counts under, so the server-side
   totals of a run can be compared with the clients' own counters.
 
-Errors are kazoo's exception classes, so callers catch the same types as with a real server.
+Errors are kazoo's exception classes, so callers catch the same types as with a real server. The records it
+keeps (znodes, stats, sessions, watch events) are in memory_nodes.py.
 
 Concurrency: one re-entrant lock (`locked()`) guards everything. Notifications are queued to the owning
 session's `EventSink` while the lock is held (so each session sees them in transaction order) and flushed
@@ -28,8 +29,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Protocol
 
 from kazoo.exceptions import (
     BadArgumentsError,
@@ -41,165 +40,31 @@ from kazoo.exceptions import (
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.protocol.paths import normpath
+
+from zkconsumer.zookeeper.memory_nodes import (
+    CHANGED,
+    CHILD,
+    CREATED,
+    DELETED,
+    EventSink,
+    InlineSink,
+    MemoryStat,
+    Session,
+    SessionInfo,
+    Watcher,
+    WatchEvent,
+    Znode,
+    check_data,
+    normalize,
+    parent_path,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "CHANGED", "CHILD", "CREATED", "DELETED", "NONE", "EventSink", "MemoryStat", "MemoryZooKeeper", "SessionInfo",
-    "WatchEvent", "Watcher",
-]
-
-# Event type names as kazoo's `EventType` spells them; NONE is the client-side "watches were reset" event.
-CREATED, DELETED, CHANGED, CHILD, NONE = "CREATED", "DELETED", "CHANGED", "CHILD", "NONE"
+__all__ = ["MemoryZooKeeper"]
 
 _MASK64 = (1 << 64) - 1
 _SYSTEM = ("/zookeeper", "/zookeeper/config", "/zookeeper/quota")  # what a fresh 3.5+ server already holds
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: str  # CREATED, DELETED, CHANGED, CHILD or NONE
-    path: str | None
-
-
-Watcher = Callable[[WatchEvent], None]
-
-
-class EventSink(Protocol):
-    """Where a session's notifications go (a client's event queue)."""
-
-    def put(self, fn: Callable[[], None]) -> None:
-        """Queue `fn`. Called with the server lock held: must not block and must not run `fn` now."""
-
-    def flush(self) -> None:
-        """Deliver what `put` queued. Called without the server lock."""
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryStat:
-    """A znode's stat, with the field names and order of kazoo's `ZnodeStat` (and its convenience names)."""
-
-    czxid: int
-    mzxid: int
-    ctime: int
-    mtime: int
-    version: int
-    cversion: int
-    aversion: int
-    ephemeralOwner: int
-    dataLength: int
-    numChildren: int
-    pzxid: int
-
-    @property
-    def creation_transaction_id(self) -> int:
-        return self.czxid
-
-    @property
-    def last_modified_transaction_id(self) -> int:
-        return self.mzxid
-
-    @property
-    def created(self) -> float:
-        return self.ctime / 1000.0
-
-    @property
-    def last_modified(self) -> float:
-        return self.mtime / 1000.0
-
-    @property
-    def children_version(self) -> int:
-        return self.cversion
-
-    @property
-    def acl_version(self) -> int:
-        return self.aversion
-
-    @property
-    def owner_session_id(self) -> int | None:
-        return self.ephemeralOwner or None
-
-    @property
-    def data_length(self) -> int:
-        return self.dataLength
-
-    @property
-    def children_count(self) -> int:
-        return self.numChildren
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    session_id: int
-    connected: bool
-    timeout_ms: int
-    ephemerals: tuple[str, ...]
-
-
-class _Node:
-    __slots__ = ("children", "ctime", "cversion", "czxid", "data", "mtime", "mzxid", "owner", "pzxid", "version")
-
-    def __init__(self, data: bytes | None, owner: int, zxid: int, now_ms: int) -> None:
-        self.data = data
-        self.owner = owner
-        self.czxid = self.mzxid = self.pzxid = zxid
-        self.ctime = self.mtime = now_ms
-        self.version = self.cversion = 0
-        self.children: dict[str, None] = {}  # an ordered set: creation order
-
-    def stat(self) -> MemoryStat:
-        return MemoryStat(self.czxid, self.mzxid, self.ctime, self.mtime, self.version, self.cversion, 0, self.owner,
-                          len(self.data or b""), len(self.children), self.pzxid)
-
-
-class _InlineSink:
-    """The default sink for sessions opened without one: runs notifications right after the request."""
-
-    def __init__(self) -> None:
-        self._pending: list[Callable[[], None]] = []
-
-    def put(self, fn: Callable[[], None]) -> None:
-        self._pending.append(fn)
-
-    def flush(self) -> None:
-        while self._pending:
-            self._pending.pop(0)()
-
-
-class _Session:
-    __slots__ = ("child_paths", "connected", "counts", "data_paths", "ephemerals", "id", "on_expired", "password",
-                 "sink", "timeout_ms")
-
-    def __init__(self, session_id: int, sink: EventSink, timeout_ms: int,
-                 on_expired: Callable[[int, list[Watcher]], None] | None) -> None:
-        self.id = session_id
-        self.password = secrets.token_bytes(16)
-        self.sink = sink
-        self.timeout_ms = timeout_ms
-        self.on_expired = on_expired
-        self.connected = True
-        self.ephemerals: dict[str, None] = {}
-        self.data_paths: set[str] = set()  # paths where this session holds data/exists watches
-        self.child_paths: set[str] = set()
-        self.counts: Counter[str] = Counter()
-
-
-def _parent(path: str) -> str:
-    return path.rsplit("/", 1)[0] or "/"
-
-
-def _normalize(path: str) -> str:
-    """kazoo's client-side normalisation: leading slash optional, '//' and a trailing '/' dropped, '.' and '..'
-    rejected with ValueError (before anything is sent, so the server counts nothing)."""
-    if not isinstance(path, str):
-        raise TypeError("Invalid type for 'path' (string expected)")
-    return normpath("/" + path.lstrip("/"))
-
-
-def _check_data(data: bytes | None) -> None:
-    if data is not None and not isinstance(data, bytes):
-        raise TypeError("Invalid type for 'value' (must be a byte string)")
 
 
 class MemoryZooKeeper:
@@ -222,17 +87,17 @@ class MemoryZooKeeper:
         self._zxid = 0
         # ZooKeeper's SessionTrackerImpl: the server id in the top byte, the start time below, then +1 per session.
         self._next_session_id = (((self._clock_ms() << 24) & _MASK64) >> 8) | (server_id << 56)
-        self._sessions: dict[int, _Session] = {}
+        self._sessions: dict[int, Session] = {}
         self._counts: Counter[str] = Counter()
         self._session_counts: dict[int, Counter[str]] = {}
         # path -> session id -> watchers (ordered sets); data watches include exists watches, as on the server.
         self._data_watches: dict[str, dict[int, dict[Watcher, None]]] = {}
         self._child_watches: dict[str, dict[int, dict[Watcher, None]]] = {}
-        self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0)}
+        self._nodes: dict[str, Znode] = {"/": Znode(b"", 0, 0, 0)}
         self._nodes["/"].cversion = -1  # as a fresh server reports it
         for path in _SYSTEM:
-            self._nodes[path] = _Node(b"", 0, 0, 0)
-            self._nodes[_parent(path)].children[path.rsplit("/", 1)[1]] = None
+            self._nodes[path] = Znode(b"", 0, 0, 0)
+            self._nodes[parent_path(path)].children[path.rsplit("/", 1)[1]] = None
 
     # --- locking and delivery ----------------------------------------------------------------------
 
@@ -275,7 +140,7 @@ class MemoryZooKeeper:
             session_id = self._next_session_id
             self._next_session_id += 1
             self._zxid += 1  # createSession is a transaction
-            session = _Session(session_id, sink or _InlineSink(), timeout_ms, on_expired)
+            session = Session(session_id, sink or InlineSink(), timeout_ms, on_expired)
             self._sessions[session_id] = session
             self._session_counts[session_id] = session.counts
             return session_id, session.password
@@ -326,7 +191,7 @@ class MemoryZooKeeper:
         with self.locked():
             return [SessionInfo(s.id, s.connected, s.timeout_ms, tuple(s.ephemerals)) for s in self._sessions.values()]
 
-    def _drop_watches(self, session: _Session) -> list[Watcher]:
+    def _drop_watches(self, session: Session) -> list[Watcher]:
         dropped: list[Watcher] = []
         # kazoo resets child watchers first, then data watchers.
         for table, paths in ((self._child_watches, session.child_paths), (self._data_watches, session.data_paths)):
@@ -338,7 +203,7 @@ class MemoryZooKeeper:
             paths.clear()
         return dropped
 
-    def _delete_ephemerals(self, session: _Session) -> None:
+    def _delete_ephemerals(self, session: Session) -> None:
         if session.ephemerals:
             self._zxid += 1  # closeSession: one transaction for all of them
             for path in sorted(session.ephemerals):
@@ -347,8 +212,8 @@ class MemoryZooKeeper:
 
     # --- requests ----------------------------------------------------------------------------------
 
-    def _request(self, session_id: int, kind: str, path: str) -> tuple[_Session, str]:
-        path = _normalize(path)
+    def _request(self, session_id: int, kind: str, path: str) -> tuple[Session, str]:
+        path = normalize(path)
         session = self._sessions.get(session_id)
         if session is None:
             raise SessionExpiredError()
@@ -358,7 +223,7 @@ class MemoryZooKeeper:
         self._counts[kind] += 1
         return session, path
 
-    def _node(self, path: str) -> _Node:
+    def _node(self, path: str) -> Znode:
         node = self._nodes.get(path)
         if node is None:
             raise NoNodeError()
@@ -366,25 +231,25 @@ class MemoryZooKeeper:
 
     def create(self, session_id: int, path: str, data: bytes | None = None, *, ephemeral: bool = False) -> str:
         """Create one node; the parent must exist. Returns the created path."""
-        _check_data(data)
+        check_data(data)
         with self.locked():
             session, path = self._request(session_id, "create", path)
             if path == "/":
                 raise NodeExistsError()
-            parent = self._node(_parent(path))
+            parent = self._node(parent_path(path))
             if path in self._nodes:
                 raise NodeExistsError()
             if parent.owner:
                 raise NoChildrenForEphemeralsError()
             self._zxid += 1
-            self._nodes[path] = _Node(data, session.id if ephemeral else 0, self._zxid, self._clock_ms())
+            self._nodes[path] = Znode(data, session.id if ephemeral else 0, self._zxid, self._clock_ms())
             if ephemeral:
                 session.ephemerals[path] = None
             parent.children[path.rsplit("/", 1)[1]] = None
             parent.cversion += 1
             parent.pzxid = self._zxid
             self._fire(self._data_watches, path, CREATED, "watch:data")
-            self._fire(self._child_watches, _parent(path), CHILD, "watch:children")
+            self._fire(self._child_watches, parent_path(path), CHILD, "watch:children")
             return path
 
     def get_data(self, session_id: int, path: str, watch: Watcher | None = None) -> tuple[bytes | None, MemoryStat]:
@@ -413,7 +278,7 @@ class MemoryZooKeeper:
             return list(node.children)
 
     def set_data(self, session_id: int, path: str, data: bytes | None, version: int = -1) -> MemoryStat:
-        _check_data(data)
+        check_data(data)
         with self.locked():
             _, path = self._request(session_id, "set_data", path)
             node = self._node(path)
@@ -446,16 +311,16 @@ class MemoryZooKeeper:
             owner = self._sessions.get(node.owner)
             if owner is not None:
                 owner.ephemerals.pop(path, None)
-        parent = self._nodes[_parent(path)]
+        parent = self._nodes[parent_path(path)]
         del parent.children[path.rsplit("/", 1)[1]]
         parent.cversion += 1
         parent.pzxid = zxid
         self._fire_deleted(path)
-        self._fire(self._child_watches, _parent(path), CHILD, "watch:children")
+        self._fire(self._child_watches, parent_path(path), CHILD, "watch:children")
 
     # --- watches -----------------------------------------------------------------------------------
 
-    def _arm(self, table: dict[str, dict[int, dict[Watcher, None]]], session: _Session, paths: set[str], path: str,
+    def _arm(self, table: dict[str, dict[int, dict[Watcher, None]]], session: Session, paths: set[str], path: str,
              watch: Watcher) -> None:
         table.setdefault(path, {}).setdefault(session.id, {})[watch] = None
         paths.add(path)
@@ -483,7 +348,7 @@ class MemoryZooKeeper:
             watchers = [*data.get(session_id, {}), *child.get(session_id, {})]
             self._notify(session, "watch:data" if session_id in data else "watch:children", event, watchers)
 
-    def _notify(self, session: _Session, kind: str, event: WatchEvent, watchers: list[Watcher]) -> None:
+    def _notify(self, session: Session, kind: str, event: WatchEvent, watchers: list[Watcher]) -> None:
         session.counts[kind] += 1
         self._counts[kind] += 1
         for watcher in watchers:

@@ -22,7 +22,8 @@ from kazoo.exceptions import NoNodeError
 
 from rebalance.sync import THREADING, SyncPrimitives
 from zkconsumer.zookeeper.client import ZkClosedError, ZkUnavailableError
-from zkconsumer.zookeeper.memory_server import NONE, MemoryStat, MemoryZooKeeper, WatchEvent
+from zkconsumer.zookeeper.memory_nodes import NONE, MemoryStat, WatchEvent
+from zkconsumer.zookeeper.memory_server import MemoryZooKeeper
 
 log = logging.getLogger(__name__)
 

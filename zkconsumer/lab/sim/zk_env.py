@@ -22,7 +22,8 @@ from zkconsumer.lab.sim.latency import WIRE_OP, MemberSampler
 from zkconsumer.lab.sim.scheduler import MS, Scheduler
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.memory_client import MemoryZkClient
-from zkconsumer.zookeeper.memory_server import MemoryZooKeeper, Watcher, _normalize
+from zkconsumer.zookeeper.memory_nodes import Watcher, normalize
+from zkconsumer.zookeeper.memory_server import MemoryZooKeeper
 from zkconsumer.zookeeper.memory_watch import ChildrenWatch, DataWatch
 
 T = TypeVar("T")
@@ -57,7 +58,7 @@ class SimServer(MemoryZooKeeper):
         return created
 
     def set_data(self, session_id: int, path: str, data: bytes | None, version: int = -1) -> Any:
-        path = _normalize(path)
+        path = normalize(path)
         before = self._subscription(path)
         stat = super().set_data(session_id, path, data, version)
         if before is not _NOT_REGISTRATION and self._subscription(path) != before:
@@ -85,7 +86,7 @@ class SimServer(MemoryZooKeeper):
         """As the base, but one list object per version of the children: every member's ChildrenWatch keeps the
         last list it saw, and 10,000 copies of a 10,000-name list would take gigabytes. Callers never mutate it
         (`ZkOperations.get_children` and the recipe callbacks copy)."""
-        path = _normalize(path)
+        path = normalize(path)
         children = super().get_children(session_id, path, watch)
         with self.locked():
             node = self._nodes[path]

@@ -29,6 +29,7 @@ from typing import Any
 from jproperties import Properties, PropertyError
 
 from zkconsumer.errors import UserError
+from zkconsumer.zookeeper.security import DIGEST, ZkAuth, ZkTls
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,11 @@ def _str(default: str | None) -> Any:
     return field(default=default, metadata={"kind": "str"})
 
 
+def _secret(default: str | None) -> Any:
+    """A string never shown: not in the repr, not in an error message (docs/security.md)."""
+    return field(default=default, repr=False, metadata={"kind": "str", "secret": True})
+
+
 @dataclass(frozen=True)
 class ConsumerConfig:
     """Kafka 0.8.2 high-level consumer configuration (`ConsumerConfig.scala`, `ZKConfig.scala`; every key is in
@@ -112,6 +118,16 @@ class ConsumerConfig:
     offsets_channel_backoff_ms: int = _int(1000, 0)
     offsets_channel_socket_timeout_ms: int = _int(10000, 1)
     offsets_commit_max_retries: int = _int(5, 0)
+    # ZooKeeper security (docs/security.md); not in 0.8.2. The zookeeper.ssl.* keys are those of later Kafka.
+    zookeeper_auth_scheme: str | None = _str(None)  # only "digest"; implied by credentials
+    zookeeper_auth_credentials: str | None = _secret(None)  # "user:password"
+    zookeeper_ssl_client_enable: bool = _bool(False)
+    zookeeper_ssl_truststore_location: str | None = _str(None)
+    zookeeper_ssl_truststore_type: str | None = _str(None)  # only PEM
+    zookeeper_ssl_keystore_location: str | None = _str(None)
+    zookeeper_ssl_keystore_password: str | None = _secret(None)
+    zookeeper_ssl_keystore_type: str | None = _str(None)  # only PEM
+    zookeeper_ssl_endpoint_identification_enable: bool = _bool(True)
     # Which derived fields were left to their default, so with_overrides() can re-derive them.
     _derived: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
@@ -127,7 +143,8 @@ class ConsumerConfig:
                 if f.name in _DERIVED:
                     derived.add(f.name)
                 continue
-            object.__setattr__(self, f.name, _coerce(f.metadata["kind"], _key(f.name), value))
+            object.__setattr__(self, f.name, _coerce(f.metadata["kind"], _key(f.name), value,
+                                                     secret=f.metadata.get("secret", False)))
         object.__setattr__(self, "offsets_storage", self.offsets_storage.lower())
         defaults = {
             "zookeeper_connection_timeout_ms": self.zookeeper_session_timeout_ms,
@@ -162,11 +179,39 @@ class ConsumerConfig:
                 "only 'zookeeper' storage is supported, set offsets.storage=zookeeper"
             )
         _split_connect(self.zookeeper_connect)
+        self._validate_security()
         if self.fetch_wait_max_ms > self.socket_timeout_ms:
             raise ConfigError(
                 f"fetch.wait.max.ms={self.fetch_wait_max_ms!r} is invalid: must be <= "
                 f"socket.timeout.ms ({self.socket_timeout_ms}), or idle fetches end in socket timeouts"
             )
+
+    def _validate_security(self) -> None:
+        scheme = self.zookeeper_auth_scheme
+        if scheme is not None and scheme != DIGEST:
+            raise ConfigError(
+                f"zookeeper.auth.scheme={scheme!r} is invalid: only {DIGEST!r} is supported (ZooKeeper digest "
+                f"authentication, no JAAS file): set zookeeper.auth.scheme={DIGEST} and "
+                "zookeeper.auth.credentials=user:password"
+            )
+        credentials = self.zookeeper_auth_credentials
+        if scheme is not None and credentials is None:
+            raise ConfigError("zookeeper.auth.credentials is required when zookeeper.auth.scheme is set: "
+                              "add zookeeper.auth.credentials=user:password")
+        if credentials is not None and (":" not in credentials or not credentials.partition(":")[0]):
+            raise ConfigError("zookeeper.auth.credentials (value hidden) is invalid: expected user:password "
+                              "with a non-empty user")
+        for key in ("zookeeper.ssl.truststore.type", "zookeeper.ssl.keystore.type"):
+            kind = getattr(self, key.replace(".", "_"))
+            if kind is not None and kind.upper() != "PEM":
+                raise ConfigError(
+                    f"{key}={kind!r} is invalid: only PEM is supported (this client is not on a JVM): export the "
+                    f"store to PEM (e.g. `openssl pkcs12 -in store.p12 -out store.pem -nodes`) and set {key}=PEM"
+                )
+        if self.zookeeper_ssl_client_enable is False and (self.zookeeper_ssl_truststore_location
+                                                          or self.zookeeper_ssl_keystore_location):
+            log.warning("zookeeper.ssl.* locations are set but zookeeper.ssl.client.enable=false: "
+                        "the ZooKeeper connection is not encrypted")
 
     @classmethod
     def from_properties(cls, source: str | os.PathLike[str] | Mapping[str, object]) -> ConsumerConfig:
@@ -222,6 +267,22 @@ class ConsumerConfig:
         return type(self)(**values)  # type: ignore[arg-type]
 
     @property
+    def zk_auth(self) -> ZkAuth | None:
+        """The digest identity of `zookeeper.auth.credentials`, or None (no authentication, open ACLs)."""
+        if self.zookeeper_auth_credentials is None:
+            return None
+        user, _, password = self.zookeeper_auth_credentials.partition(":")
+        return ZkAuth(user, password)
+
+    @property
+    def zk_tls(self) -> ZkTls | None:
+        """The TLS settings of `zookeeper.ssl.*`, or None when `zookeeper.ssl.client.enable` is false."""
+        if not self.zookeeper_ssl_client_enable:
+            return None
+        return ZkTls(self.zookeeper_ssl_truststore_location, self.zookeeper_ssl_keystore_location,
+                     self.zookeeper_ssl_keystore_password, self.zookeeper_ssl_endpoint_identification_enable)
+
+    @property
     def zk_hosts(self) -> str:
         """``zookeeper.connect`` without its chroot, e.g. ``"zk1:2181,zk2:2181"``."""
         return _split_connect(self.zookeeper_connect)[0]
@@ -232,8 +293,11 @@ class ConsumerConfig:
         return _split_connect(self.zookeeper_connect)[1]
 
 
-def _coerce(kind: str, key: str, value: object) -> object:
-    """Turn a str or already-typed value into the field's type, or raise ConfigError naming key and value."""
+def _coerce(kind: str, key: str, value: object, *, secret: bool = False) -> object:
+    """Turn a str or already-typed value into the field's type, or raise ConfigError naming key and value
+    (a secret's value is never shown)."""
+    if secret and not isinstance(value, str):
+        raise ConfigError(f"{key} (value hidden) is invalid: expected a string")
     if kind == "int":
         if isinstance(value, str) and _INT_LITERAL.fullmatch(value.strip()):
             value = int(value.strip())

@@ -9,15 +9,19 @@ the lab can measure the herd effect.
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, KeeperState
 from kazoo.exceptions import (
+    AuthFailedError,
     ConnectionClosedError,
     ConnectionLoss,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -28,11 +32,16 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from zkconsumer.errors import UserError
 from zkconsumer.zookeeper.operations import WatchHandle, ZkOperations
+from zkconsumer.zookeeper.security import ZkAuth, ZkAuthError, ZkTls, protected, redact_kazoo_logs
 
 log = logging.getLogger(__name__)
+# kazoo's connection logs every request it sends through this logger, the Auth packet's password included.
+_KAZOO_LOG = logging.getLogger("kazoo.client")
+redact_kazoo_logs(_KAZOO_LOG)
 
 __all__ = [
-    "NoNodeError", "NodeExistsError", "NotEmptyError", "WatchHandle", "ZkClient", "ZkClosedError", "ZkUnavailableError",
+    "NoNodeError", "NodeExistsError", "NotEmptyError", "WatchHandle", "ZkAuthError", "ZkClient", "ZkClosedError",
+    "ZkUnavailableError",
 ]
 
 _RETRYABLE = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
@@ -53,7 +62,8 @@ class ZkClient(ZkOperations):
 
     def __init__(
         self, connect: str, *, session_timeout_ms: int = 6000, connection_timeout_ms: int | None = None,
-        request_timeout_s: float | None = None, log_id: str = "zk",
+        request_timeout_s: float | None = None, log_id: str = "zk", auth: ZkAuth | None = None,
+        tls: ZkTls | None = None,
     ) -> None:
         self.connect = connect
         self.log_id = log_id
@@ -66,34 +76,76 @@ class ZkClient(ZkOperations):
         self._session_id: int | None = None
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._state_callbacks: list[Callable[[str], None]] = []
+        self.auth = auth
+        self.tls = tls
+        self._acl = auth.acl() if auth else None  # None: kazoo's OPEN_ACL_UNSAFE, the very requests of 0.8.2
+        self._auth_failed = threading.Event()
         self._kazoo = KazooClient(
             hosts=connect, timeout=session_timeout_ms / 1000.0, connection_retry=dict(CONNECTION_RETRY),
-            command_retry={"max_tries": 3, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0},
+            command_retry={"max_tries": 3, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0}, **self._security_kwargs(),
         )
         self._kazoo.add_listener(self._on_state)
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
+    def _security_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"logger": _KAZOO_LOG}
+        if self.auth:
+            kwargs["auth_data"] = self.auth.auth_data
+        if self.tls:
+            kwargs.update(self.tls.kazoo_kwargs())
+        return kwargs
+
     def start(self) -> ZkClient:
+        if self.tls:
+            self.tls.check_files()
         try:
             self._kazoo.start(timeout=self.connection_timeout_s)
+        except AuthFailedError:  # the server answered the Auth packet before start() returned
+            self._kazoo.stop()
+            self._kazoo.close()
+            raise self._auth_failed_error() from None
         except KazooTimeoutError:
             self._kazoo.stop()
             self._kazoo.close()
+            reason = self._tls_failure() if self.tls else None
+            if reason:
+                raise ZkUnavailableError(
+                    f"could not connect to ZooKeeper at {self.connect} over TLS: {reason}; check "
+                    "zookeeper.ssl.truststore.location (the CA that signed the server's certificate), "
+                    "zookeeper.ssl.endpoint.identification.enable and that the port is the server's secureClientPort"
+                ) from None
             raise ZkUnavailableError(
                 f"could not connect to ZooKeeper at {self.connect} within {self.connection_timeout_s:.1f} s: "
                 "check zookeeper.connect and that the server is up"
             ) from None
         self._session_id = self._kazoo.client_id[0] if self._kazoo.client_id else None
         self._connected.set()
+        if self.auth:
+            # kazoo reports CONNECTED before the server answered the Auth packet: one request settles it.
+            self.exists("/")
         self._ensure_chroot()
         return self
+
+    def _tls_failure(self) -> str | None:
+        """Why a TLS handshake with the first server fails (kazoo only logs it and retries), or None."""
+        host, _, port = self.connect.split("/", 1)[0].split(",")[0].rpartition(":")
+        assert self.tls is not None
+        try:
+            context = self.tls.context()
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=self.connection_timeout_s) as raw, \
+                    context.wrap_socket(raw, server_hostname=host.strip("[]")):
+                return None
+        except (ssl.SSLError, ssl.CertificateError) as exc:
+            return f"TLS handshake with {host}:{port} failed ({exc.__class__.__name__}: {exc})"
+        except OSError as exc:
+            return f"{host}:{port} cannot be reached ({exc})"
 
     def _ensure_chroot(self) -> None:
         chroot = self._kazoo.chroot
         if chroot and not self.exists("/"):
             root = KazooClient(hosts=self.connect.split("/", 1)[0], timeout=self.session_timeout_ms / 1000.0,
-                               connection_retry=dict(CONNECTION_RETRY))
+                               connection_retry=dict(CONNECTION_RETRY), **self._security_kwargs())
             root.start(timeout=self.connection_timeout_s)
             try:
                 root.ensure_path(chroot)
@@ -147,6 +199,10 @@ class ZkClient(ZkOperations):
 
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: record and signal only, never block here.
+        if state == KazooState.LOST and self._kazoo.client_state == KeeperState.AUTH_FAILED:
+            # kazoo stops connecting for good: fail every waiting and later call at once instead of after the bound.
+            self._auth_failed.set()
+            self._connected.set()
         self._count(f"state:{state.lower()}")
         for state_callback in list(self._state_callbacks):
             state_callback(state.lower())
@@ -170,6 +226,8 @@ class ZkClient(ZkOperations):
         while True:
             if self._closed.is_set():
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {path})")
+            if self._auth_failed.is_set():
+                raise self._auth_failed_error()
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._connected.wait(remaining):
                 raise ZkUnavailableError(
@@ -184,6 +242,23 @@ class ZkClient(ZkOperations):
                 time.sleep(0.05)
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
+            except AuthFailedError:
+                raise self._auth_failed_error() from None
+            except NoAuthError:
+                raise self._no_auth_error(kind, path) from None
+
+    def _auth_failed_error(self) -> ZkAuthError:
+        who = self.auth.describe() if self.auth else "no credentials"
+        return ZkAuthError(f"{self.log_id}: ZooKeeper at {self.connect} refused the credentials ({who}) and closed "
+                           "the session: check zookeeper.auth.scheme and zookeeper.auth.credentials")
+
+    def _no_auth_error(self, kind: str, path: str) -> ZkAuthError:
+        who = self.auth.describe() if self.auth else "a client without credentials"
+        return ZkAuthError(
+            f"{self.log_id}: ZooKeeper refused {kind} {path} (NoAuth): the ACL of the node (of its parent for a create "
+            f"or delete) does not give {who} that permission; if another identity created the group, set its "
+            "zookeeper.auth.credentials (a wrong password is just another identity to ZooKeeper)"
+        )
 
     def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
         """Every read sent before the first answer is awaited (pipelined on the one connection). ZooKeeper answers
@@ -212,7 +287,8 @@ class ZkClient(ZkOperations):
     def _send(self, op: str, path: str, data: bytes | None, ephemeral: bool) -> Any:
         k = self._kazoo
         if op == "create":  # never kazoo's makepath: parents are ours, with null data
-            return k.create_async(path, data, None, ephemeral, False, False)
+            acl = self._acl if self._acl and protected(path) else None
+            return k.create_async(path, data, acl, ephemeral, False, False)
         if op == "set":
             return k.set_async(path, data, -1)
         if op == "delete":

@@ -67,9 +67,8 @@ def default_zk_factory(config: ConsumerConfig, consumer_id: str) -> ZkClient:
 
 
 class ZookeeperConsumerConnector:
-    """The 0.8.2 high-level consumer. `zk_factory` and `fetcher_factory` replace the ZooKeeper client
-    (e.g. an in-memory one) and the fetcher manager (e.g. `NoFetchers` for rebalance-only lab members); `sync`
-    the locks, events and threads of this connector and its listener (rebalance/sync.py)."""
+    """The 0.8.2 high-level consumer. `zk_factory`, `fetcher_factory` and `sync` replace its ZooKeeper client (e.g.
+    an in-memory one), its fetcher manager (`NoFetchers`) and the locks, events and threads it and its listener use."""
 
     def __init__(self, config: ConsumerConfig, metrics: MetricsRegistry | None = None, *,
                  zk_factory: ZkFactory | None = None, fetcher_factory: FetcherFactory | None = None,
@@ -396,7 +395,6 @@ class ZookeeperConsumerConnector:
                 log.exception("%s: exception during auto-commit", self.consumer_id)
 
     def _join_autocommit(self) -> bool:
-        if self._autocommit_thread is None:
-            return True
-        self._autocommit_thread.join(_JOIN_S)
-        return not self._autocommit_thread.is_alive()
+        if self._autocommit_thread is not None:
+            self._autocommit_thread.join(_JOIN_S)
+        return self._autocommit_thread is None or not self._autocommit_thread.is_alive()

@@ -104,13 +104,16 @@ def cluster() -> None:
 @click.option("--broker-port", type=click.IntRange(1, 65535), default=None, help="broker port (single broker only)")
 @click.option("--no-broker", is_flag=True, help="start ZooKeeper only (same as --brokers 0)")
 @click.option("--purge", is_flag=True, help="start from empty data (default: keep the last run's topics and offsets)")
+@click.option("--tls", is_flag=True, help="ZooKeeper also on a TLS port, with a throw-away CA (docs/security.md)")
 @dir_option
 def cluster_up(zk_servers: int, zk_port: int | None, brokers: int, broker_port: int | None, no_broker: bool,
-               purge: bool, base_dir: Path | None) -> None:
+               purge: bool, tls: bool, base_dir: Path | None) -> None:
     """Start the cluster and return; prints zookeeper.connect and bootstrap.servers."""
     c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port,
-                           brokers=0 if no_broker else brokers, purge=purge)
+                           brokers=0 if no_broker else brokers, purge=purge, tls=tls)
     click.echo(f"zookeeper.connect={c.zookeeper_connect}")
+    for key, value in (c.tls_settings or {}).items():
+        click.echo(f"TLS: {key}={value}")
     if c.bootstrap_servers:
         click.echo(f"bootstrap.servers={c.bootstrap_servers}")
     click.echo(f"state: {c.base_dir / 'state.json'}")
@@ -120,8 +123,11 @@ def cluster_up(zk_servers: int, zk_port: int | None, brokers: int, broker_port: 
 @dir_option
 def cluster_status(base_dir: Path | None) -> None:
     """Each ZooKeeper server's mode, each broker (id, address, registered), the controller and the topics."""
-    st = EmbeddedCluster.load(base_dir or default_dir()).status()
+    c = EmbeddedCluster.load(base_dir or default_dir())
+    st = c.status()
     click.echo(f"zookeeper.connect={st.zookeeper_connect}")
+    for key, value in (c.tls_settings or {}).items():
+        click.echo(f"TLS: {key}={value}")
     for server_id, port, mode in st.modes:
         click.echo(f"zookeeper server {server_id} 127.0.0.1:{port} {mode or 'down'}")
     if st.bootstrap_servers:

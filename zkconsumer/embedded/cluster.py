@@ -79,6 +79,17 @@ class EmbeddedCluster:
     def bootstrap_servers(self) -> str | None:
         return ",".join(b.bootstrap for b in self.brokers) or None
 
+    @property
+    def tls_settings(self) -> dict[str, str] | None:
+        """The consumer settings that reach ZooKeeper over TLS (`up --tls`), or None: the brokers, the readiness
+        probe and clients without TLS keep the plain port."""
+        if self.ensemble.tls is None or self.ensemble.secure_connect_string is None:
+            return None
+        return {
+            "zookeeper.connect": self.ensemble.secure_connect_string, "zookeeper.ssl.client.enable": "true",
+            "zookeeper.ssl.truststore.location": str(self.ensemble.tls.ca), "zookeeper.ssl.truststore.type": "PEM",
+        }
+
     # --- state file --------------------------------------------------------------------------------
 
     def save(self) -> None:
@@ -111,9 +122,10 @@ class EmbeddedCluster:
     def up(
         cls, base_dir: Path = DEFAULT_DIR, zk_servers: int = 1, zk_port: int | None = None,
         broker_port: int | None = None, brokers: int = 1, purge: bool = False,
-        broker_settings: dict[str, str] | None = None,
+        broker_settings: dict[str, str] | None = None, tls: bool = False,
     ) -> EmbeddedCluster:
-        """Start ZooKeeper and `brokers` Kafka brokers (0: ZooKeeper only); with `purge`, from empty data."""
+        """Start ZooKeeper and `brokers` Kafka brokers (0: ZooKeeper only); with `purge`, from empty data; with
+        `tls`, ZooKeeper also has a TLS client port, with a throw-away CA in `base_dir/tls` (docs/security.md)."""
         base_dir = Path(base_dir).resolve()
         if (base_dir / STATE_FILE).exists():
             existing = cls.load(base_dir)
@@ -129,8 +141,8 @@ class EmbeddedCluster:
         base_dir.mkdir(parents=True, exist_ok=True)
         # Resolve the jars before any server starts: a failed download then leaves nothing to clean up.
         classpath = jvm.classpath(jvm.KAFKA_BROKER) if brokers else None
-        cluster = cls(base_dir, ZooKeeperEnsemble.plan(base_dir, zk_servers, zk_port))
-        java, zk_classpath = java_executable(), zookeeper_classpath()
+        cluster = cls(base_dir, ZooKeeperEnsemble.plan(base_dir, zk_servers, zk_port, tls=tls))
+        java, zk_classpath = java_executable(), zookeeper_classpath(tls=tls)
         lifeline = Lifeline()  # stops the servers if this process dies before they are all up
         try:
             for node in cluster.ensemble.nodes:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zkconsumer.embedded.certs import TlsFiles, make_authority
 from zkconsumer.embedded.process import (
     EmbeddedError,
     ProcessRecord,
@@ -27,6 +28,10 @@ from zkconsumer.embedded.process import (
 # Without metrics-core the JVM exits; without snappy-java it never serves a session (see docs/servers.md).
 _REQUIRED_JARS = ("zookeeper-3", "zookeeper-jute", "slf4j-api", "metrics-core", "snappy-java")
 _LOGGING_JARS = ("log4j-slf4j2-impl", "log4j-api-2", "log4j-core")
+# A TLS client port needs the Netty connection factory (ZooKeeper's NIO one has no TLS); pyspark ships Netty too.
+_NETTY_JARS = ("netty-common-4", "netty-buffer-4", "netty-codec-4", "netty-codec-base-4", "netty-handler-4",
+               "netty-resolver-4", "netty-transport-4", "netty-transport-native-unix-common-4",
+               "netty-transport-classes-epoll-4")
 JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m")
 
 _LOG4J2 = """\
@@ -53,13 +58,14 @@ def pyspark_jar_dir() -> Path:
     return jars
 
 
-def zookeeper_classpath(jar_dir: Path | None = None) -> str:
+def zookeeper_classpath(jar_dir: Path | None = None, *, tls: bool = False) -> str:
     jar_dir = jar_dir or pyspark_jar_dir()
     chosen = []
-    for prefix in _REQUIRED_JARS + _LOGGING_JARS:
+    required = _REQUIRED_JARS + (_NETTY_JARS if tls else ())
+    for prefix in required + _LOGGING_JARS:
         matches = sorted(p for p in jar_dir.glob(f"{prefix}*.jar") if "tests" not in p.name)
         if not matches:
-            if prefix in _REQUIRED_JARS:
+            if prefix in required:
                 raise EmbeddedError(
                     f"no {prefix}*.jar in {jar_dir}: this pyspark wheel does not ship ZooKeeper; install pyspark>=4.0"
                 )
@@ -78,6 +84,7 @@ class ZooKeeperNode:
     election_port: int
     data_dir: Path
     process: ProcessRecord | None = None
+    secure_port: int | None = None  # the TLS client port, when the ensemble has TLS
 
     @property
     def config_path(self) -> Path:
@@ -98,7 +105,7 @@ class ZooKeeperNode:
         return {
             "server_id": self.server_id, "client_port": self.client_port, "quorum_port": self.quorum_port,
             "election_port": self.election_port, "data_dir": str(self.data_dir),
-            "process": self.process.to_dict() if self.process else None,
+            "process": self.process.to_dict() if self.process else None, "secure_port": self.secure_port,
         }
 
     @classmethod
@@ -108,6 +115,7 @@ class ZooKeeperNode:
             server_id=int(data["server_id"]), client_port=int(data["client_port"]),
             quorum_port=int(data["quorum_port"]), election_port=int(data["election_port"]),
             data_dir=Path(data["data_dir"]), process=ProcessRecord.from_dict(proc) if proc else None,
+            secure_port=data.get("secure_port"),
         )
 
 
@@ -116,13 +124,25 @@ class ZooKeeperEnsemble:
     """A standalone server (size 1) or an ensemble, all on 127.0.0.1."""
 
     nodes: list[ZooKeeperNode] = field(default_factory=list)
+    tls: TlsFiles | None = None  # with TLS, every server also has a secure client port
 
     @property
     def connect_string(self) -> str:
+        """The plain client ports: the brokers', the readiness probe's (4lw) and any client's without TLS."""
         return ",".join(f"127.0.0.1:{n.client_port}" for n in self.nodes)
 
+    @property
+    def secure_connect_string(self) -> str | None:
+        """The TLS client ports (zookeeper.ssl.client.enable=true), or None without TLS."""
+        if self.tls is None:
+            return None
+        return ",".join(f"127.0.0.1:{n.secure_port}" for n in self.nodes)
+
     @classmethod
-    def plan(cls, base_dir: Path, size: int = 1, client_port: int | None = None) -> ZooKeeperEnsemble:
+    def plan(cls, base_dir: Path, size: int = 1, client_port: int | None = None, *,
+             tls: bool = False) -> ZooKeeperEnsemble:
+        """Ports and directories for `size` servers; with `tls`, a new throw-away CA and server certificate in
+        `base_dir/tls` (kept if one is there: clients hold its CA) and a secure client port per server."""
         if size < 1:
             raise EmbeddedError(f"--zk-servers must be at least 1, got {size}")
         if client_port is not None:
@@ -139,7 +159,15 @@ class ZooKeeperEnsemble:
                     used.add(port)
                     ports.append(port)
             nodes.append(ZooKeeperNode(server_id, *ports, data_dir=base_dir / f"zk{server_id}"))
-        return cls(nodes)
+        if not tls:
+            return cls(nodes)
+        files = TlsFiles(base_dir / "tls")
+        if not files.exist():
+            files = make_authority(files.directory)
+        for node in nodes:
+            node.secure_port = next(p for p in iter(free_port, None) if p not in used)
+            used.add(node.secure_port)
+        return cls(nodes, files)
 
     def _write_config(self, node: ZooKeeperNode) -> None:
         node.data_dir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +178,15 @@ class ZooKeeperEnsemble:
             # Tests and lab runs use session timeouts down to 1 s; Kafka's default 6 s stays inside the range.
             "minSessionTimeout=1000", "maxSessionTimeout=60000",
         ]
+        if self.tls is not None and node.secure_port is not None:
+            lines += [
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                f"secureClientPort={node.secure_port}", "secureClientPortAddress=127.0.0.1",
+                f"ssl.keyStore.location={self.tls.server}", "ssl.keyStore.type=PEM",
+                f"ssl.trustStore.location={self.tls.ca}", "ssl.trustStore.type=PEM",
+                # A client certificate is checked when offered, not required (ZooKeeper's default is "need").
+                "ssl.clientAuth=want",
+            ]
         if len(self.nodes) > 1:
             lines += [f"server.{n.server_id}=127.0.0.1:{n.quorum_port}:{n.election_port}" for n in self.nodes]
             (node.data_dir / "myid").write_text(f"{node.server_id}\n")
@@ -159,7 +196,7 @@ class ZooKeeperEnsemble:
     def start(self, timeout: float = 60.0) -> None:
         """Start every server and wait until each one reports a Mode; on failure stop what was started."""
         java = java_executable()
-        classpath = zookeeper_classpath()
+        classpath = zookeeper_classpath(tls=self.tls is not None)
         try:
             for node in self.nodes:
                 self.start_node(node, java=java, classpath=classpath)
@@ -175,7 +212,7 @@ class ZooKeeperEnsemble:
             java or java_executable(), *JVM_FLAGS,
             f"-Dlog4j2.configurationFile={node.data_dir / 'log4j2.properties'}",
             "-Dzookeeper.admin.enableServer=false",
-            "-cp", classpath or zookeeper_classpath(),
+            "-cp", classpath or zookeeper_classpath(tls=self.tls is not None),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(node.config_path),
         ]
         node.process = start_detached(f"zookeeper-{node.server_id}", argv, node.log_path, marker=str(node.config_path))
@@ -208,8 +245,9 @@ class ZooKeeperEnsemble:
         return bool(node.process) and stop_process(node.process)
 
     def to_dict(self) -> dict:
-        return {"nodes": [n.to_dict() for n in self.nodes]}
+        return {"nodes": [n.to_dict() for n in self.nodes], "tls": str(self.tls.directory) if self.tls else None}
 
     @classmethod
     def from_dict(cls, data: dict) -> ZooKeeperEnsemble:
-        return cls([ZooKeeperNode.from_dict(n) for n in data["nodes"]])
+        tls = data.get("tls")
+        return cls([ZooKeeperNode.from_dict(n) for n in data["nodes"]], TlsFiles(Path(tls)) if tls else None)

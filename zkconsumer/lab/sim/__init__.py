@@ -1,7 +1,8 @@
 """The scale simulation: what one machine cannot run for real (groups up to N = 10,000), for both designs.
 
 * ZooKeeper design (`simulate_zk`): this project's own connector, listener, ownership, offsets and assignors,
-  executed over the in-memory ZooKeeper on a virtual clock (scheduler.py, zk_env.py, zk_members.py), with an
+  executed over the in-memory ZooKeeper on a virtual clock (scheduler.py, zk_env.py, zk_members.py; the product
+  takes the simulation's locks, events and threads through its `sync=` seam: virtual_sync.py), with an
   identical-view shortcut for the M² registration reads at large N (views.py).
 * Coordinator design (`simulate_coordinator`): a model of Apache Kafka's GroupCoordinator (coordinator.py).
 * Latencies: per-operation distributions fitted from lab wire records (latency.py, calibrate.py).

@@ -51,7 +51,7 @@ class RebalanceSettings:
     backoff_ms: int = 2000
     auto_commit: bool = True
     exclude_internal_topics: bool = True
-    # Re-registration after a session expiry retries with exponential backoff up to this (see `_register`).
+    # Re-registration after a session expiry retries with exponential backoff up to this (listener.py, `_register`).
     max_registration_backoff_ms: int = 30000
 
 

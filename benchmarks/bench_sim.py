@@ -49,11 +49,14 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="latency scale (every round trip multiplied)")
     parser.add_argument("--seed", type=int, default=101)
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--master", default=None, metavar="URL",
+                        help="a Spark cluster, e.g. spark://host:7077 (default local[CORES]; docs/analysis.md)")
     args = parser.parse_args()
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]), flush=True)
 
     began = time.perf_counter()
-    spark = local_session(args.cores, reuse_workers=False)
+    spark = local_session(args.cores, reuse_workers=False, master=args.master)
+    master = spark.sparkContext.master
     started = time.perf_counter() - began
     params = {"members": args.members, "partitions": args.partitions, "churn": args.churn.split(","),
               "latency_scale": [args.scale], "seed": [args.seed]}
@@ -74,7 +77,7 @@ def main() -> int:
               f"{r.zk_wall_s + r.coord_wall_s:>7.1f} {r.peak_rss_mb:>8.0f}")
     unsettled = [(r.churn, r.members) for r in rows if not (r.zk_settled and r.coord_settled)]
     driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nsweep: {len(rows)} combinations in {elapsed:.1f} s on local[{args.cores}] "
+    print(f"\nsweep: {len(rows)} combinations in {elapsed:.1f} s on {master} "
           f"(Spark session start {started:.1f} s apart)")
     print(f"peak memory: largest task {max(r.peak_rss_mb for r in rows):.0f} MB, driver {driver:.0f} MB, "
           f"JVM {_fmt(jvm / 1024 if jvm else None, 0)} MB")

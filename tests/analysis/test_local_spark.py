@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
-from pathlib import Path
+import sys
 
+from listening import listening_addresses, listening_of
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import session
-
-
-def listening_addresses(port: int) -> set[str]:
-    """The local addresses of the sockets listening on `port`, from the kernel's tables (IPv4 and IPv6): what
-    the JVM really bound, not what it was asked."""
-    found = set()
-    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
-        path = Path(table)
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            address, _, hex_port = local.partition(":")
-            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
-                continue
-            raw = bytes.fromhex(address)  # the kernel prints each 32-bit word in host (little-endian) order
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, width, 4))
-            ip = ipaddress.ip_address(raw)
-            found.add(str(ip.ipv4_mapped or ip) if isinstance(ip, ipaddress.IPv6Address) else str(ip))
-    return found
 
 
 def test_the_driver_binds_to_loopback(spark: SparkSession) -> None:
@@ -36,4 +16,10 @@ def test_the_driver_binds_to_loopback(spark: SparkSession) -> None:
     assert spark.conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert listening_addresses(int(spark.conf.get("spark.driver.port"))) == {"127.0.0.1"}
+    # every port of the JVM, the block manager's and whatever else Spark opened, not only the RPC port asked about
+    jvm = spark.sparkContext._gateway.proc.pid
+    ports = listening_of([jvm])
+    assert int(spark.conf.get("spark.driver.port")) in {port for _, port in ports}
+    assert {address for address, _ in ports} == {"127.0.0.1"}, ports
+    assert spark.sparkContext.pythonExec == sys.executable  # the executors' Python workers: this interpreter
     assert session() is spark  # the job reuses the active session, which was built the same way

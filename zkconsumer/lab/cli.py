@@ -88,14 +88,18 @@ def _echo_errors(exc: ScenarioError) -> None:
               help="simulate joins up to this group size next to the real runs")
 @click.option("--no-predict", is_flag=True, help="skip the scale simulation")
 @click.option("--force", is_flag=True, help="replace the report and tables already in --out")
-def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_predict: bool, force: bool) -> None:
-    """Analyse lab runs with PySpark (local[2]): Parquet tables and a self-contained HTML report.
+@click.option("--master", default=None, metavar="URL",
+              help="run on this Spark cluster, e.g. spark://host:7077, instead of local[2] (docs/analysis.md)")
+def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_predict: bool, force: bool,
+                master: str | None) -> None:
+    """Analyse lab runs with PySpark (local[2], or a cluster's --master): Parquet tables and a self-contained
+    HTML report.
 
     Each RUN_DIR is a run directory or a `lab run --out` tree of them. The same job runs under spark-submit:
     spark-submit zkconsumer/lab/analysis/job.py RUN_DIR... --out DIR (docs/analysis.md)."""
     from rich.console import Console
 
-    from zkconsumer.lab.analysis.job import analyze
+    from zkconsumer.lab.analysis.job import analyze, session
 
     written = [p for p in (out_dir / "report.html", out_dir / "tables") if p.exists()]
     if written and not force:
@@ -104,7 +108,8 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
     console = Console(stderr=True)
     try:
         with console.status("Spark: reading traces and computing the tables ...", spinner="dots"):
-            result = analyze(list(run_dirs), out_dir, predict_to=None if no_predict else predict_to)
+            spark = None if master is None else session(master=master)  # else analyze starts local[2]
+            result = analyze(list(run_dirs), out_dir, spark, predict_to=None if no_predict else predict_to)
     finally:
         from pyspark.sql import SparkSession
 

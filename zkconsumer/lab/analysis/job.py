@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis import predictions as sim
 from zkconsumer.lab.analysis.calibration import predict_held_out
-from zkconsumer.lab.analysis.local_spark import bind_loopback
+from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.ownership import contention_events
@@ -61,19 +61,25 @@ class AnalysisResult:
         return spark.read.parquet(str(self.tables[name]))
 
 
-def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_MEMORY) -> SparkSession:
-    """The active session, or a new one: local[2] unless spark-submit chose the master (it starts the driver with
-    PYSPARK_GATEWAY_PORT set, and its --master must win)."""
+def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_MEMORY, *,
+            master: str | None = None) -> SparkSession:
+    """The active session, or a new one on `master` (a cluster's URL such as spark://host:7077; default
+    local[2]). Under spark-submit (it starts the driver with PYSPARK_GATEWAY_PORT set) its --master and memory
+    are kept, and `master` is an error: spark-submit's must win."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = bind_loopback(SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
-                            .config("spark.ui.showConsoleProgress", "false")
-                            .config("spark.sql.shuffle.partitions", "2"))
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    builder = configure_driver(SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
+                               .config("spark.ui.showConsoleProgress", "false")
+                               .config("spark.sql.shuffle.partitions", "2"))
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        if master is not None:
+            raise ValueError(f"a master ({master}) given to a job under spark-submit: pass it as spark-submit's "
+                             "--master")
+    else:
         # The JVM is started here, so its heap can still be chosen: the parsed lines are cached in it, and with
         # Spark's default of 1 GiB a million of them leave the collector busy (spark-submit users pass their own).
-        builder = builder.master("local[2]").config("spark.driver.memory", driver_memory)
+        builder = builder.master(master or LOCAL_MASTER).config("spark.driver.memory", driver_memory)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -214,12 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predict-to", type=int, default=sim.PREDICT_TO, metavar="N",
                         help="simulate joins up to this group size next to the real runs (default %(default)s)")
     parser.add_argument("--no-predict", action="store_true", help="skip the scale simulation")
+    parser.add_argument("--master", metavar="URL", default=None,
+                        help=f"the Spark master to run on, e.g. spark://host:7077 (default {LOCAL_MASTER}); under "
+                             "spark-submit give spark-submit's --master instead")
     args = parser.parse_args(argv)
     if args.predict_to < 1:
         parser.error(f"--predict-to must be a group size of at least 1, not {args.predict_to}")
+    if args.master is not None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        parser.error("--master under spark-submit: give it to spark-submit (its --master decides)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = analyze(args.run_dirs, args.out, predict_to=None if args.no_predict else args.predict_to)
+        spark = None if args.master is None else session(master=args.master)  # else analyze starts the default
+        result = analyze(args.run_dirs, args.out, spark, predict_to=None if args.no_predict else args.predict_to)
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

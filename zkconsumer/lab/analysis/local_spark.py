@@ -1,27 +1,44 @@
-"""Spark on this machine binds to the loopback interface only.
+"""Where the project's Spark drivers listen, and which Python their executors run.
 
 Left alone, Spark's driver picks the machine's first non-loopback address for its RPC and block-manager ports
-(here 192.0.2.2, reachable from the network), although every executor of `local[n]` is in the same JVM. Every
-place the project builds a SparkSession goes through `bind_loopback` so nothing listens beyond 127.0.0.1.
+(here 192.0.2.2, reachable from the network) after warning that the hostname resolves to a loopback address,
+although every executor of `local[n]`, and of a standalone cluster on this machine, is local. Every place the
+project builds a SparkSession goes through `configure_driver`, so nothing listens beyond 127.0.0.1 unless the
+caller exported `SPARK_LOCAL_IP` with another address: a driver whose executors run on other machines must be
+reachable from them (docs/analysis.md, "On a Spark cluster").
 
-`SPARK_LOCAL_IP` is read by the launcher scripts when the JVM starts (spark-class, and Spark's own
-`Utils.findLocalInetAddress`); the two settings cover a JVM that was already started (spark-submit, where the
-caller must also export `SPARK_LOCAL_IP`: docs/analysis.md).
+`SPARK_LOCAL_IP` is read by the launcher scripts when a JVM starts (spark-class, and Spark's own
+`Utils.findLocalInetAddress`); `spark.driver.host` and `spark.driver.bindAddress` cover a JVM that was already
+started (spark-submit's, where the caller must export `SPARK_LOCAL_IP` too: docs/analysis.md).
+
+Executors start their Python workers with the interpreter the driver names (`PYSPARK_PYTHON`, read by pyspark's
+SparkContext when it starts; Spark's default is `python3` from PATH, which lacks the project's dependencies).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+LOCAL_MASTER = "local[2]"  # the project's default: the lab's machine has two cores
 
 
-def bind_loopback(builder: SparkSession.Builder) -> SparkSession.Builder:
-    """`builder` with the driver bound to and advertised as 127.0.0.1; sets SPARK_LOCAL_IP for a JVM not yet
-    started (PySpark launches it from this process's environment)."""
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    return builder.config("spark.driver.host", LOOPBACK).config("spark.driver.bindAddress", LOOPBACK)
+def driver_address() -> str:
+    """The address the driver binds and advertises: `SPARK_LOCAL_IP` when exported, else 127.0.0.1."""
+    return os.environ.get("SPARK_LOCAL_IP") or LOOPBACK
+
+
+def configure_driver(builder: SparkSession.Builder) -> SparkSession.Builder:
+    """`builder` with the driver bound to and advertised as `driver_address()`; sets SPARK_LOCAL_IP for a JVM not
+    yet started (PySpark launches it from this process's environment), and PYSPARK_PYTHON to this interpreter
+    (the one with the project and its dependencies) unless the caller named the executors' Python."""
+    address = driver_address()
+    os.environ["SPARK_LOCAL_IP"] = address
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return builder.config("spark.driver.host", address).config("spark.driver.bindAddress", address)
+

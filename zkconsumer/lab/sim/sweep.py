@@ -134,19 +134,20 @@ def _row(point: SweepPoint) -> tuple:
     return tuple(row[name] for name, _ in ROW_FIELDS)
 
 
-def local_session(cores: int = 2, *, reuse_workers: bool = True) -> SparkSession:
-    """A `local[cores]` session whose Python workers run this interpreter (the one with this project and its
-    dependencies; Spark's default is whatever `python3` is on PATH). `reuse_workers=False` gives each task a fresh
+def local_session(cores: int = 2, *, reuse_workers: bool = True, master: str | None = None) -> SparkSession:
+    """A `local[cores]` session, or one on `master` (a cluster's URL, e.g. spark://host:7077), whose Python
+    workers run this interpreter (the one with this project and its dependencies; Spark's default is whatever
+    `python3` is on PATH) unless PYSPARK_PYTHON names another. `reuse_workers=False` gives each task a fresh
     worker process, so a row's `peak_rss_mb` is that task's own peak."""
     from pyspark.sql import SparkSession
 
-    from zkconsumer.lab.analysis.local_spark import bind_loopback  # nothing of Spark listens beyond loopback
+    # nothing of Spark listens beyond loopback unless SPARK_LOCAL_IP says otherwise
+    from zkconsumer.lab.analysis.local_spark import configure_driver
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read once, when the context starts
-    session = bind_loopback(SparkSession.builder.master(f"local[{cores}]").appName("zkconsumer-sim")
-                            .config("spark.python.worker.reuse", str(reuse_workers).lower())
-                            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                            .config("spark.sql.shuffle.partitions", str(cores))).getOrCreate()
+    session = configure_driver(SparkSession.builder.master(master or f"local[{cores}]").appName("zkconsumer-sim")
+                               .config("spark.python.worker.reuse", str(reuse_workers).lower())
+                               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                               .config("spark.sql.shuffle.partitions", str(cores))).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -160,8 +161,9 @@ def sweep(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] 
     if not points:
         raise ValueError("an empty sweep")
     context = spark.sparkContext
-    # The workers must run this interpreter (it has the project and its dependencies); PySpark reads the
-    # attribute when a job is submitted, so this also fixes a session started with another `python3`.
-    context.pythonExec = sys.executable
+    # The workers must run this interpreter (it has the project and its dependencies), or the one PYSPARK_PYTHON
+    # names (a cluster's workers may keep it elsewhere); PySpark reads the attribute when a job is submitted, so
+    # this also fixes a session started with another `python3`.
+    context.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
     rows = context.parallelize(points, numSlices=len(points)).map(_row)
     return spark.createDataFrame(rows, schema())

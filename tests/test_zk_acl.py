@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from helpers import CALL_TIMEOUT, TEST_CONNECTION_RETRY, make_config, unique, wait_for
 from kafka import KafkaProducer
@@ -169,3 +172,43 @@ def test_the_settings_are_checked_and_the_password_never_shown():
         ConsumerConfig(group_id="g", zookeeper_connect="127.0.0.1:2181", zookeeper_auth_credentials=1234567)
     assert "1234567" not in str(refused.value)
     assert make_config("127.0.0.1:2181", "g", None).zk_auth is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "zkconsumer", "-vv", *args], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, f"{args} exited {result.returncode}: {result.stderr[-2000:]}"
+    return result
+
+
+def test_the_password_is_never_logged_printed_or_written(cluster, zk, members, caplog, tmp_path):
+    caplog.set_level(1)  # every record of every logger, below DEBUG too
+    caplog.set_level(1, logger="kazoo")  # the suite quiets kazoo (conftest.py); restored after the test
+    topic = cluster.create_topic(partitions=1)
+    _produce(cluster.bootstrap_servers, topic, 1, 3)
+    group = unique("secret")
+    member = members(group, "a", zookeeper_auth_credentials=CREDENTIALS, consumer_timeout_ms=10000)
+    stream = member.create_message_streams({topic: 1})[topic][0]
+    assert [next(iter(stream)).offset for _ in range(3)] == [0, 1, 2]
+    member.commit_offsets()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    # kazoo logs the Auth packet it sends (at DEBUG): it was logged, with the credentials replaced.
+    assert "auth='<redacted>'" in logged
+    assert PASSWORD not in logged
+
+    # The read-only tools work on the protected group without credentials, and show no secret either.
+    described = _cli("groups", "describe", "--zookeeper", cluster.zookeeper_connect, "--group", group)
+    tree = _cli("zk", "tree", layout.group_dir(group), "--zookeeper", cluster.zookeeper_connect)
+    watched = _cli("watch", "--once", "--no-lag", "--group", group, "--zookeeper", cluster.zookeeper_connect)
+    for result in (described, tree, watched):
+        assert member.consumer_id in result.stdout
+        assert PASSWORD not in result.stdout + result.stderr
+
+    # A consumer given the credentials on the command line, at -vv, with its events written to a file.
+    events = tmp_path / "events.jsonl"
+    consumed = _cli("consume", "--zookeeper", cluster.zookeeper_connect, "--group", unique("secret-cli"), "--topic",
+                    topic, "--from-beginning", "--max-messages", "3", "--events", str(events),
+                    "--consumer-property", f"zookeeper.auth.credentials={CREDENTIALS}")
+    assert consumed.stdout.split() == ["v0-0", "v0-1", "v0-2"]
+    assert "auth='<redacted>'" in consumed.stderr
+    assert PASSWORD not in consumed.stdout + consumed.stderr + events.read_text()

@@ -13,8 +13,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import OPEN_ACL_UNSAFE, Permissions, make_digest_acl_credential
 
+from fetcher_manager.broker import Broker
+from zkconsumer import ZookeeperConsumerConnector
 from zkconsumer.config import ConfigError, ConsumerConfig
-from zkconsumer.zookeeper import layout
+from zkconsumer.members import NoFetchers
+from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.security import ZkAuth, ZkAuthError
 
@@ -117,6 +120,26 @@ def test_an_authenticated_member_protects_its_group_and_keeps_its_partitions(clu
     second = members(group, "b", zookeeper_auth_credentials=CREDENTIALS)
     second.create_message_streams({topic: 1})
     wait_for(lambda: sorted(zk.owners(group).values()) == [f"{group}_a-0", f"{group}_b-0"], message="shared")
+
+
+def test_in_a_chroot_the_group_below_it_is_protected(zk_connect, zk):
+    # The suite's fresh chroot, with topic and broker znodes by hand (ownership needs only ZooKeeper).
+    zk.create(layout.broker_path(1), codecs.encode_broker(Broker(1, "127.0.0.1", 1)))
+    zk.create(layout.topic_path("t"), codecs.encode_topic({0: [1]}))
+    member = ZookeeperConsumerConnector(make_config(zk_connect, "g", "a", zookeeper_auth_credentials=CREDENTIALS),
+                                        fetcher_factory=NoFetchers)
+    try:
+        member.create_message_streams({"t": 1})
+        wait_for(lambda: zk.owners("g") == {("t", 0): "g_a-0"}, message="owned in the chroot")
+        owner = layout.owner_path("g", "t", 0)
+        everyone_reads = (Permissions.READ, "world", "anyone")
+        assert _acls(zk.client, owner) == sorted([(Permissions.ALL, "digest", "alice:x"), everyone_reads])
+        assert _acls(zk.client, "/") == _acls(zk.client, layout.CONSUMERS) == [(Permissions.ALL, "world", "anyone")]
+        with pytest.raises(NoAuthError):
+            zk.delete(owner)
+        assert member.owned_partitions() == {("t", 0): "g_a-0"}
+    finally:
+        member.shutdown()
 
 
 def test_a_wrong_password_fails_on_the_first_write_with_a_clear_error(cluster, zk, members):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import pytest
 from helpers import CALL_TIMEOUT, TEST_CONNECTION_RETRY, make_config, unique, wait_for
@@ -158,10 +159,13 @@ def test_a_wrong_password_fails_on_the_first_write_with_a_clear_error(cluster, z
 def test_refused_credentials_fail_at_start_instead_of_retrying(zk_connect):
     # The stock server accepts any digest password (it only hashes it); a scheme it has no provider for is what it
     # refuses with AUTH_FAILED, and then closes the session: kazoo stops connecting, we must not wait for it.
+    before = set(threading.enumerate())
     client = ZkClient(zk_connect, session_timeout_ms=4000, log_id="refused", auth=ZkAuth("alice", PASSWORD, "nosuch"))
     with pytest.raises(ZkAuthError) as refused:
         client.start()
-    client.close()
+    # start() stopped what it started: the caller gets no client to close, so no kazoo thread may stay behind.
+    wait_for(lambda: not [t for t in threading.enumerate() if t not in before and t.is_alive()],
+             message="kazoo's threads to end")
     assert "refused the credentials" in str(refused.value) and PASSWORD not in str(refused.value)
 
 

@@ -123,7 +123,11 @@ class ZkClient(ZkOperations):
         self._connected.set()
         if self.auth:
             # kazoo reports CONNECTED before the server answered the Auth packet: one request settles it.
-            self.exists("/")
+            try:
+                self.exists("/")
+            except ZkAuthError:
+                self.close()  # a caller that sees start() fail holds nothing to close
+                raise
         self._ensure_chroot()
         return self
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from fetcher_manager.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from fetcher_manager.chunks import ChunkQueue
-
 log = logging.getLogger(__name__)
+
+
+class ChunkSink(Protocol):
+    """Where the fetcher puts this partition's chunks: a ``chunks.ChunkQueue``. Named by what is used of it
+    because a chunk refers to its ``PartitionTopicInfo``, so this module cannot import the queue's."""
+
+    def put(self, chunk: Any, timeout: float | None = None) -> bool: ...
 
 
 class PartitionTopicInfo:
@@ -28,7 +32,7 @@ class PartitionTopicInfo:
 
     __slots__ = ("_fetched", "chunk_queue", "client_id", "consumed_offset", "partition", "topic")
 
-    def __init__(self, topic: str, partition: int, chunk_queue: ChunkQueue, consumed_offset: int,
+    def __init__(self, topic: str, partition: int, chunk_queue: ChunkSink, consumed_offset: int,
                  fetched_offset: int, *, client_id: str = "") -> None:
         self.topic = topic
         self.partition = partition

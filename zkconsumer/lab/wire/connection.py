@@ -20,12 +20,10 @@ import socket
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from zkconsumer.lab.wire.links import BLACKHOLE, RESET, CountedRecord, Link
-
-if TYPE_CHECKING:
-    from zkconsumer.lab.wire.tcp import TcpProxy
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +60,28 @@ class DecodeContext(Protocol):
     def emit(self, record: Any) -> None: ...
 
     def bind(self, name: str) -> Any: ...
+
+
+class ProxyLoop(Protocol):
+    """What a connection uses of the proxy whose loop thread drives it (``tcp.TcpProxy``, which imports this module
+    to create its connections)."""
+
+    name: str
+    max_queue_bytes: int
+    selector: selectors.BaseSelector
+
+    @property
+    def decoder_factory(self) -> Callable[[Connection], StreamDecoder] | None: ...
+
+    def link(self, name: str) -> Link: ...
+
+    def emit(self, record: CountedRecord, link: Link | None) -> None: ...
+
+    def call_soon(self, fn: Callable[..., None], *args: Any) -> None: ...
+
+    def flush_at(self, due: float, conn: Connection, way: str) -> None: ...
+
+    def forget(self, conn: Connection) -> None: ...
 
 
 def shutdown_quietly(sock: socket.socket, how: int) -> None:
@@ -102,7 +122,7 @@ class Connection:
     """One client connection and its upstream twin. Every method but `close`, `drop_queued` and the properties
     runs in the proxy's loop thread; those two hand themselves over to it."""
 
-    def __init__(self, proxy: TcpProxy, conn_id: int, client: socket.socket, upstream: socket.socket,
+    def __init__(self, proxy: ProxyLoop, conn_id: int, client: socket.socket, upstream: socket.socket,
                  link: Link | None) -> None:
         self.conn_id = conn_id
         self.link = link
@@ -140,7 +160,7 @@ class Connection:
         return self._closing
 
     def emit(self, record: CountedRecord) -> None:
-        self._proxy._emit(record, self.link)
+        self._proxy.emit(record, self.link)
 
     def bind(self, name: str) -> Link:
         """Attach this connection to the link `name` (Kafka: learnt from the first request's client id)."""
@@ -154,11 +174,11 @@ class Connection:
         return link
 
     def drop_queued(self) -> None:
-        self._proxy._call(self._drop_queued)
+        self._proxy.call_soon(self._drop_queued)
 
     def close(self, reset: bool = False) -> None:
         self._closing = True  # nothing more is sent from now on, even before the loop tears the sockets down
-        self._proxy._call(self._teardown, reset)
+        self._proxy.call_soon(self._teardown, reset)
 
     # --- in the loop thread ------------------------------------------------------------------------------
 
@@ -219,7 +239,7 @@ class Connection:
                 way.reading = False  # resumed by _flush once the queue drains
                 self._update(way.source)
         if due > time.monotonic():
-            self._proxy._at(due, self, way.name)
+            self._proxy.flush_at(due, self, way.name)
         elif len(way.queue) == 1 and not way.blocked:
             self._flush(way)
 
@@ -280,7 +300,7 @@ class Connection:
         current = self._interest.get(sock, 0)
         if mask == current:
             return
-        selector = self._proxy._selector
+        selector = self._proxy.selector
         if current and mask:
             selector.modify(sock, mask, self)
         elif mask:
@@ -311,7 +331,7 @@ class Connection:
         for sock, mask in self._interest.items():
             if mask:
                 try:
-                    self._proxy._selector.unregister(sock)
+                    self._proxy.selector.unregister(sock)
                 except (KeyError, ValueError, OSError):
                     pass
         self._interest.clear()
@@ -322,6 +342,6 @@ class Connection:
             self._client.close()
         shutdown_quietly(self._upstream, socket.SHUT_RDWR)
         self._upstream.close()
-        self._proxy._forget(self)
+        self._proxy.forget(self)
         if self.link is not None:
             self.link._detach(self)

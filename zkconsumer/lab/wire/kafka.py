@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
-from zkconsumer.lab.wire import kafka_codec as codec
+import zkconsumer.lab.wire.kafka_codec as codec
 from zkconsumer.lab.wire.connection import C2S, DecodeContext
 from zkconsumer.lab.wire.framing import FrameBuffer
 from zkconsumer.lab.wire.tcp import TcpProxy, host_port

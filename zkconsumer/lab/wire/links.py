@@ -14,10 +14,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from zkconsumer.lab.wire.connection import Connection
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +25,17 @@ CUT_MODES = (RESET, BLACKHOLE)
 
 class CountedRecord(Protocol):
     def counter_keys(self) -> Iterable[tuple[str, Any]]: ...
+
+
+class LinkedConnection(Protocol):
+    """What a link does to the connections attached to it (``connection.Connection``, which imports this module)."""
+
+    @property
+    def lossy(self) -> bool: ...
+
+    def close(self, reset: bool = False) -> None: ...
+
+    def drop_queued(self) -> None: ...
 
 
 class Counters:
@@ -66,7 +74,7 @@ class Link:
         self._delay_s = 0.0
         self._jitter_s = 0.0
         self._cut: str | None = None
-        self._connections: set[Connection] = set()
+        self._connections: set[LinkedConnection] = set()
 
     def __repr__(self) -> str:
         return f"Link({self.name!r}, delay_ms={self.delay_ms}, jitter_ms={self.jitter_ms}, cut={self._cut})"
@@ -83,7 +91,7 @@ class Link:
     def cut_mode(self) -> str | None:
         return self._cut
 
-    def connections(self) -> list[Connection]:
+    def connections(self) -> list[LinkedConnection]:
         with self._lock:
             return list(self._connections)
 
@@ -126,12 +134,12 @@ class Link:
             delay += random.uniform(-jitter, jitter)
         return max(0.0, delay)
 
-    def _attach(self, conn: Connection) -> None:
+    def _attach(self, conn: LinkedConnection) -> None:
         with self._lock:
             self._connections.add(conn)
         self.counters.add("connections", "opened")
 
-    def _detach(self, conn: Connection) -> None:
+    def _detach(self, conn: LinkedConnection) -> None:
         with self._lock:
             self._connections.discard(conn)
         self.counters.add("connections", "closed")

@@ -5,7 +5,7 @@ are decoded). Fault injection and counting are per *link* (see `links.py`): a li
 (ZooKeeper: a port per member) or a connection may join one once its decoder names it (Kafka: by client_id).
 
 Every listener and connection of a proxy is served by one thread, `<name>-loop`: a selector over non-blocking
-sockets plus timers for delayed chunks. Other threads (faults, stop) hand their work to it through `_call`.
+sockets plus timers for delayed chunks. Other threads (faults, stop) hand their work to it through `call_soon`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ def host_port(address: str | tuple[str, int]) -> tuple[str, int]:
 
 
 class TcpProxy:
-    """Listeners on 127.0.0.1 forwarding to one upstream address; see the module docstring."""
+    """Listeners on 127.0.0.1 forwarding to one upstream address; see the module docstring.
+
+    ``selector``, ``call_soon``, ``flush_at``, ``forget`` and ``emit`` are public for its connections
+    (``connection.ProxyLoop``), not for the proxy's users."""
 
     def __init__(self, upstream: tuple[str, int] | None,
                  decoder_factory: Callable[[Connection], StreamDecoder] | None = None,
@@ -59,11 +62,11 @@ class TcpProxy:
         self._ids = itertools.count(1)
         self._started = False
         self._stopping = threading.Event()
-        self._selector = selectors.DefaultSelector()
+        self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         for sock in (self._wake_r, self._wake_w):
             sock.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._calls: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
         self._timers: list[tuple[float, int, Connection, str]] = []
         self._timer_ids = itertools.count()
@@ -150,10 +153,10 @@ class TcpProxy:
         listener.setblocking(False)
         with self._lock:
             self._listeners.append((listener, link))
-        self._call(self._selector.register, listener, selectors.EVENT_READ, link or _NO_LINK)
+        self.call_soon(self.selector.register, listener, selectors.EVENT_READ, link or _NO_LINK)
         return listener.getsockname()[1]
 
-    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+    def call_soon(self, fn: Callable[..., None], *args: Any) -> None:
         """Run `fn(*args)` in the loop thread: now if this is it, else as soon as it wakes."""
         if threading.current_thread() is self._thread:
             fn(*args)
@@ -173,7 +176,7 @@ class TcpProxy:
         except OSError:  # full (it is awake anyway) or closed
             pass
 
-    def _at(self, due: float, conn: Connection, way: str) -> None:
+    def flush_at(self, due: float, conn: Connection, way: str) -> None:
         heapq.heappush(self._timers, (due, next(self._timer_ids), conn, way))
 
     def _run(self) -> None:
@@ -182,7 +185,7 @@ class TcpProxy:
                 timeout = POLL_S
                 if self._timers:
                     timeout = min(timeout, max(0.0, self._timers[0][0] - time.monotonic()))
-                for key, mask in self._selector.select(timeout):
+                for key, mask in self.selector.select(timeout):
                     data = key.data
                     if data is None:
                         self._drain_wake()
@@ -233,7 +236,7 @@ class TcpProxy:
             listener.close()
         for sock in (self._wake_r, self._wake_w):
             sock.close()
-        self._selector.close()
+        self.selector.close()
 
     def _accept(self, listener: socket.socket, link: Link | None) -> None:
         while not self._stopping.is_set():
@@ -269,11 +272,11 @@ class TcpProxy:
             link._attach(conn)
         conn._register()
 
-    def _forget(self, conn: Connection) -> None:
+    def forget(self, conn: Connection) -> None:
         with self._lock:
             self._connections.discard(conn)
 
-    def _emit(self, record: CountedRecord, link: Link | None) -> None:
+    def emit(self, record: CountedRecord, link: Link | None) -> None:
         if link is not None:
             link.counters.add_record(record)
         if self._sink is not None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
-from zkconsumer.lab.wire import jute
+import zkconsumer.lab.wire.jute as codec
 from zkconsumer.lab.wire.connection import C2S, DecodeContext
 from zkconsumer.lab.wire.framing import FrameBuffer
 from zkconsumer.lab.wire.tcp import TcpProxy, host_port
@@ -119,23 +119,23 @@ class ZkStreamDecoder:
         size = len(payload) + 4
         if self._client_handshake:
             self._client_handshake = False
-            req = jute.parse_connect_request(payload)
+            req = codec.parse_connect_request(payload)
             self._connect_ts = ts
             # A reconnect names the session it resumes; a new client sends 0.
             self._emit(ts, "connect", size, session_id=req.session_id or None, zxid=req.last_zxid_seen,
                        timeout_ms=req.timeout_ms)
             return
-        req = jute.parse_request(payload)
+        req = codec.parse_request(payload)
         self._pending.setdefault(req.xid, deque()).append(_Pending(req.opcode, req.path, ts))
         kind = "ping" if req.opcode == 11 else "request"
-        self._emit(ts, kind, size, xid=req.xid, opcode=req.opcode, op=jute.op_name(req.opcode), path=req.path,
+        self._emit(ts, kind, size, xid=req.xid, opcode=req.opcode, op=codec.op_name(req.opcode), path=req.path,
                    watch=req.watch, sub_ops=req.sub_ops)
 
     def _server_frame(self, payload: bytes, ts: float, deliver_ts: float) -> None:
         size = len(payload) + 4
         if self._server_handshake:
             self._server_handshake = False
-            resp = jute.parse_connect_response(payload)
+            resp = codec.parse_connect_response(payload)
             # timeOut 0 in a ConnectResponse means the session asked for has expired.
             if resp.session_id and resp.timeout_ms > 0:
                 self.session_id = resp.session_id
@@ -143,20 +143,20 @@ class ZkStreamDecoder:
             self._emit(ts, "connect_reply", size, session_id=resp.session_id, timeout_ms=resp.timeout_ms,
                        latency_ms=latency)
             return
-        hdr = jute.parse_reply_header(payload)
-        if hdr.xid == jute.NOTIFICATION_XID:
-            event = jute.parse_watcher_event(payload, hdr.body_offset)
-            self._emit(ts, "event", size, xid=hdr.xid, zxid=hdr.zxid, err=hdr.err, err_name=jute.error_name(hdr.err),
+        hdr = codec.parse_reply_header(payload)
+        if hdr.xid == codec.NOTIFICATION_XID:
+            event = codec.parse_watcher_event(payload, hdr.body_offset)
+            self._emit(ts, "event", size, xid=hdr.xid, zxid=hdr.zxid, err=hdr.err, err_name=codec.error_name(hdr.err),
                        path=event.path, event_type=event.type_name, event_state=event.state_name)
             return
         queue = self._pending.get(hdr.xid)
         pending = queue.popleft() if queue else None
         if queue is not None and not queue:
             del self._pending[hdr.xid]
-        kind = "ping_reply" if hdr.xid == jute.PING_XID else "reply"
+        kind = "ping_reply" if hdr.xid == codec.PING_XID else "reply"
         opcode = pending.opcode if pending else None
-        self._emit(ts, kind, size, xid=hdr.xid, zxid=hdr.zxid, err=hdr.err, err_name=jute.error_name(hdr.err),
-                   opcode=opcode, op=jute.op_name(opcode), path=pending.path if pending else None,
+        self._emit(ts, kind, size, xid=hdr.xid, zxid=hdr.zxid, err=hdr.err, err_name=codec.error_name(hdr.err),
+                   opcode=opcode, op=codec.op_name(opcode), path=pending.path if pending else None,
                    latency_ms=(deliver_ts - pending.ts) * 1000.0 if pending else None)
 
 

@@ -16,7 +16,7 @@ from zkconsumer.lab.join_cost import (
     original_attempt_cost,
     original_join_requests,
 )
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.trace import read_traces
 
@@ -53,7 +53,7 @@ def test_the_wire_count_of_one_original_join_is_its_formula(tmp_path):
         if shutil.which(tool) is None:
             pytest.skip(f"missing tool: {tool} (a JDK 17: apt-get install openjdk-17-jdk-headless)")
     scenario = parse_scenario(SCENARIO, "inline")
-    summaries = LabSession(scenario, scenario.cases(), ["original"], tmp_path).run()
+    summaries = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path).run()
     assert [s.completed for s in summaries] == [True] * 4
     conflict_free = 0
     for summary in summaries:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.servers import LabServers
 from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -182,7 +182,7 @@ def claimed_owners(records: list[dict[str, Any]], until: float) -> dict[str, str
 
 def run_case(text: str, design: str, servers: LabServers, out: Path) -> Trace:
     scenario = parse_scenario(text, "inline")
-    [case] = scenario.cases()
+    [case] = expand_cases(scenario)
     path = CaseRun(case, design, servers, out).run()
     manifest = RunDirectory.load(path)
     assert manifest["completed"], manifest.get("error")
@@ -319,7 +319,7 @@ def test_a_killed_zookeeper_leader_disconnects_the_members_and_they_recover(tmp_
     from zkconsumer.lab.session import LabSession
 
     scenario = parse_scenario(ZK_LEADER, "inline")
-    [summary] = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()
     assert summary.completed
     trace = Trace(summary.path)
     killed = trace.change("kill_zk_leader")

@@ -17,7 +17,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from zkconsumer.lab.coordinator import CoordinatorDriver, MemberView
 from zkconsumer.lab.coordinator_member import CoordinatorMemberSettings, _Batches
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.lab.wire import KafkaProxy
 
@@ -51,7 +51,7 @@ def make_env(tmp_path: Path, proxy: KafkaProxy, proxied_kafka) -> MakeEnv:
         finally:
             admin.close()
         text = SCENARIO.format(mode=mode, topic=topic, partitions=PARTITIONS)
-        case = parse_scenario(text, "inline").cases()[0]
+        case = expand_cases(parse_scenario(text, "inline"))[0]
         run = RunDirectory.create(tmp_path / unique("run"))
         return LabEnvironment(run=run, case=case, group=unique("group"), topics={topic: PARTITIONS},
                               zookeeper_connect=lambda _name: "unused", bootstrap=proxy.bootstrap,
@@ -136,7 +136,7 @@ def test_members_auto_commit_as_the_zookeeper_design_does(tmp_path: Path, zk: st
                                                            enabled: bool) -> None:
     # The delivery audit counts what was handed out again after a commit: both designs must commit alike.
     text = SCENARIO.format(mode="threads", topic="t", partitions=PARTITIONS).replace("[group]", zk + "\n[group]")
-    case = parse_scenario(text, "inline").cases()[0]
+    case = expand_cases(parse_scenario(text, "inline"))[0]
     run = RunDirectory.create(tmp_path / "run")
     driver = CoordinatorDriver("threads")
     driver.start(LabEnvironment(run=run, case=case, group="g", topics={"t": PARTITIONS},

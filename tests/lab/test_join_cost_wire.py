@@ -13,7 +13,7 @@ import pytest
 from helpers import beyond_the_textbook, conflicted
 
 from zkconsumer.lab.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.trace import read_traces
 
@@ -46,7 +46,7 @@ values = [1, 2, 4, 8]
 @pytest.mark.slow
 def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path):
     scenario = parse_scenario(SCENARIO, "inline")
-    summaries = LabSession(scenario, scenario.cases(), ["zk"], tmp_path).run()
+    summaries = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path).run()
     assert [s.completed for s in summaries] == [True] * 4
     conflict_free = 0
     for summary in summaries:

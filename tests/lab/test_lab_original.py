@@ -21,7 +21,7 @@ from zkconsumer.cli import main as cli_main
 from zkconsumer.errors import InputError
 from zkconsumer.lab.cli import select_designs
 from zkconsumer.lab.join_cost import original_accounted_requests, original_join_requests
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
@@ -75,7 +75,7 @@ def _require_jdk() -> None:
 def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
     _require_jdk()
     scenario = parse_scenario(SHORT, "inline")
-    [summary] = LabSession(scenario, scenario.cases(), ["original"], tmp_path / "out").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path / "out").run()
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["design"] == "original"
     assert manifest["versions"]["kafka_original"] == "0.8.2.2"

@@ -19,7 +19,7 @@ from helpers import wait_for
 from zkconsumer.cli import main as cli_main
 from zkconsumer.lab import zk_driver
 from zkconsumer.lab.run import LabRunError
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
@@ -100,7 +100,7 @@ def port_closed(port: int) -> bool:
 
 def test_short_scenario_on_the_zookeeper_design(tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
-    session = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out")
+    session = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out")
     [summary] = session.run()
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["status"] == "completed" and manifest["design"] == "zk"
@@ -111,7 +111,7 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     assert {"phase", "membership", "stable", "member_event", "wire", "owners", "mntr"} <= types
     assert summary.changes == 2 and len(summary.stable_s) >= 1
     assert_timed_by_members(records)
-    assert_split_and_drawn(summary, records, scenario.cases()[0])
+    assert_split_and_drawn(summary, records, expand_cases(scenario)[0])
     # members with fetchers report how long their consumed offsets ran ahead of their consume records
     windows = [r for r in records if r["type"] == "member_event" and r["kind"] == "consume_window"]
     assert {r["member"] for r in windows} >= {"m0", "m1"}
@@ -135,7 +135,7 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
 
 def test_thread_members_run_on_member_hosts_and_leave_nothing_behind(tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
-    [summary] = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out", process_mode="threads").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out", process_mode="threads").run()
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["process_mode"] == "threads"
     assert summary.changes == 2 and summary.rebalances == 5 and summary.zk_notifications >= 4
@@ -154,13 +154,13 @@ def test_a_member_host_that_cannot_start_is_reported_with_its_log(tmp_path, monk
     monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
     scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
     with pytest.raises(LabRunError, match=r"member m\d is on host0, which exited with code 1: see .*host0\.log"):
-        LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out", process_mode="threads").run()
+        LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out", process_mode="threads").run()
     assert our_processes(str(tmp_path)) == []
 
 
 def test_short_scenario_on_the_coordinator_design(tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["coordinator"]'), "inline")
-    [summary] = LabSession(scenario, scenario.cases(), ["coordinator"], tmp_path / "out").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["coordinator"], tmp_path / "out").run()
     assert summary.completed and summary.design == "coordinator"
     records = list(read_traces(summary.path))
     generations = {r["generation"] for r in records if r["type"] == "generation" and r["kind"] == "assigned"}
@@ -171,7 +171,7 @@ def test_short_scenario_on_the_coordinator_design(tmp_path):
     assert summary.kafka_by_api["LeaveGroup"] == 1 and summary.kafka_coordination == 7 + 5
     assert summary.zk_requests == 0  # the coordinator design never talks to ZooKeeper
     assert_timed_by_members(records)
-    assert_split_and_drawn(summary, records, scenario.cases()[0])
+    assert_split_and_drawn(summary, records, expand_cases(scenario)[0])
     assert our_processes(str(tmp_path)) == []
 
 
@@ -179,7 +179,7 @@ def test_a_member_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypat
     monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
     scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
     with pytest.raises(LabRunError, match=r"member m\d exited with code 1: see .*m\d\.log"):
-        LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out").run()
+        LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()
     [manifest] = list((tmp_path / "out").glob("**/manifest.json"))
     data = json.loads(manifest.read_text())
     assert data["completed"] is False and data["status"] == "failed" and "exited with code 1" in data["error"]
@@ -250,7 +250,7 @@ member = "newest"
 
 def test_a_run_whose_last_change_never_settles_is_not_complete(tmp_path):
     scenario = parse_scenario(UNSETTLED, "inline")
-    [summary] = LabSession(scenario, scenario.cases(), ["zk"], tmp_path / "out").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()
     manifest = RunDirectory.load(summary.path)
     assert not summary.completed and not manifest["completed"] and manifest["status"] == "unsettled"
     assert "settle_timeout (4 s)" in manifest["error"]

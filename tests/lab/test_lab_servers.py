@@ -14,7 +14,7 @@ from zkconsumer.admin import describe_topic
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import four_letter_word
 from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.servers import LabServers, broker_settings
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.summary import summarize
@@ -86,7 +86,8 @@ def broker_config(bootstrap: str, key: str) -> str:
 
 
 def test_broker_settings_reach_the_broker_and_a_change_restarts_it(tmp_path: Path) -> None:
-    servers = LabServers.start(tmp_path, broker_settings=broker_settings(parse_scenario(DELAYED).cases()[0].scenario))
+    first = expand_cases(parse_scenario(DELAYED))[0]  # initial_rebalance_delay_ms = 3000
+    servers = LabServers.start(tmp_path, broker_settings=broker_settings(first.scenario))
     try:
         assert broker_config(servers.broker, DELAY) == "3000"
         before = [lst.port for lst in servers.kafka.listeners]
@@ -103,7 +104,7 @@ def test_broker_settings_reach_the_broker_and_a_change_restarts_it(tmp_path: Pat
 
 def test_the_initial_rebalance_delay_holds_the_first_join_and_gathers_the_group(tmp_path: Path) -> None:
     scenario = parse_scenario(DELAYED)
-    delayed, immediate = LabSession(scenario, scenario.cases(), ["coordinator"], tmp_path / "out").run()
+    delayed, immediate = LabSession(scenario, expand_cases(scenario), ["coordinator"], tmp_path / "out").run()
     for summary, value in ((delayed, "3000"), (immediate, "0")):
         assert summary.completed
         assert RunDirectory.load(summary.path)["servers"]["broker"]["settings"][DELAY] == value
@@ -132,7 +133,7 @@ def test_an_embedded_run_records_the_servers_it_ran_against(tmp_path: Path) -> N
 
 def test_an_external_run_records_what_the_external_servers_tell(tmp_path: Path, proxied_kafka) -> None:
     scenario = parse_scenario(DELAYED.replace("values = [3000, 0]", "values = [3000]"))
-    session = LabSession(scenario, scenario.cases(), ["coordinator"], tmp_path / "out",
+    session = LabSession(scenario, expand_cases(scenario), ["coordinator"], tmp_path / "out",
                          zookeeper=proxied_kafka.zookeeper,
                          bootstrap=f"127.0.0.1:{proxied_kafka.members_upstream[1]}",
                          kafka_proxy_port=proxied_kafka.proxy_port)
@@ -151,7 +152,7 @@ def test_an_external_run_records_what_the_external_servers_tell(tmp_path: Path, 
 
 def test_add_partitions_grows_the_topic_and_both_designs_consume_the_new_partitions(tmp_path: Path) -> None:
     scenario = parse_scenario(GROW)
-    [case] = scenario.cases()
+    [case] = expand_cases(scenario)
     servers = LabServers.start(tmp_path / "servers", broker_settings=broker_settings(case.scenario))
     try:
         runs = {design: CaseRun(case, design, servers, tmp_path / "out").run() for design in ("zk", "coordinator")}

@@ -20,6 +20,7 @@ from zkconsumer.lab.scenario import (
     ScenarioError,
     Selector,
     case_seed,
+    expand_cases,
     find_scenario,
     load_scenario,
     parse_scenario,
@@ -69,7 +70,7 @@ def test_every_shipped_scenario_loads_and_expands():
     assert set(shipped_names()) == SHIPPED
     assert [s.name for s in shipped_scenarios()] == shipped_names(), "file name and name must match"
     for s in shipped_scenarios():
-        cases = s.cases()
+        cases = expand_cases(s)
         assert len(cases) == s.case_count and s.estimated_runs == len(cases) * len(s.designs)
         assert len({c.case_id for c in cases}) == len(cases), s.name
         assert all(c.case_id.startswith(s.name + "-") for c in cases)
@@ -81,7 +82,7 @@ def test_every_shipped_scenario_loads_and_expands():
 
 def test_herd_sweeps_the_group_size_and_everyone_can_own_a_partition():
     herd = shipped_scenario("herd")
-    cases = herd.cases()
+    cases = expand_cases(herd)
     assert herd.sweep is not None and herd.sweep.axis == "members"
     sizes = [1, 2, 4, 8, 16, 32, 64]
     assert [c.scenario.group.members for c in cases] == [n for n in sizes for _ in range(herd.repeats)]
@@ -92,7 +93,7 @@ def test_herd_sweeps_the_group_size_and_everyone_can_own_a_partition():
 
 
 def test_far_members_sweep_sets_the_delay_of_every_network_rule():
-    cases = shipped_scenario("far-members").cases()
+    cases = expand_cases(shipped_scenario("far-members"))
     delays = {c.sweep_value: {r.delay_ms for r in c.scenario.network} for c in cases}
     assert delays == {0: {0}, 50: {50}, 100: {100}, 200: {200}}
     assert {r.target for r in cases[0].scenario.network} == {"zookeeper", "broker"}
@@ -101,11 +102,11 @@ def test_far_members_sweep_sets_the_delay_of_every_network_rule():
 
 def test_simultaneous_start_sweeps_the_joiners_and_the_restart_trap_restarts_inside_the_session():
     # The trap only exists if the restart comes back before the old ZooKeeper session has expired.
-    cases = shipped_scenario("simultaneous-start").cases()
+    cases = expand_cases(shipped_scenario("simultaneous-start"))
     assert [c.steps[0].members for c in cases[:: cases[0].scenario.repeats]] == [
         tuple(range(3)), tuple(range(8)), tuple(range(16))]
     trap = shipped_scenario("restart-trap")
-    step = trap.cases()[0].steps[0]
+    step = expand_cases(trap)[0].steps[0]
     assert step.kind == "restart" and step.action.stop == "kill"
     assert step.action.delay * 1000 < trap.zk_config("g", "127.0.0.1:2181").zookeeper_session_timeout_ms
 
@@ -129,13 +130,13 @@ def test_case_seeds_are_stable_and_derived_from_the_scenario_seed():
     assert case_seed(1, "crash-r0") == case_seed(1, "crash-r0") == 1929806605
     assert case_seed(1, "crash-r0") != case_seed(2, "crash-r0") != case_seed(2, "crash-r1")
     s = load(top="repeats = 3\nseed = 7\n")
-    assert [c.case_id for c in s.cases()] == ["t-r0", "t-r1", "t-r2"]
-    assert [c.seed for c in s.cases()] == [case_seed(7, f"t-r{r}") for r in range(3)]
+    assert [c.case_id for c in expand_cases(s)] == ["t-r0", "t-r1", "t-r2"]
+    assert [c.seed for c in expand_cases(s)] == [case_seed(7, f"t-r{r}") for r in range(3)]
 
 
 def test_random_picks_follow_the_case_seed():
     s = load(churn('at = 1.0\naction = "kill"\nmember = "random"\ncount = 3'), top="repeats = 20\n")
-    first, again = s.cases(), s.cases()
+    first, again = expand_cases(s), expand_cases(s)
     assert [c.steps[0].members for c in first] == [c.steps[0].members for c in again]
     assert len({c.steps[0].members for c in first}) > 1, "20 repeats should not all kill the same members"
     assert all(len(c.steps[0].members) == 3 and set(c.steps[0].members) <= set(range(8)) for c in first)
@@ -147,7 +148,7 @@ def test_newest_oldest_and_all_follow_joins_and_restarts():
                    'at = 3.0\naction = "pause"\nmember = "oldest"\ncount = 2\nseconds = 1',
                    'at = 4.0\naction = "leave"\nmember = "newest"\ncount = 3',
                    'at = 5.0\naction = "expire"\nmember = "all"'), top='designs = ["zk"]\n')
-    steps = s.cases()[0].steps
+    steps = expand_cases(s)[0].steps
     assert steps[1].members == (8, 9)
     assert steps[2].members == (1, 2)  # member 0 restarted at t=1: it is no longer the oldest
     assert steps[3].members == (0, 8, 9)
@@ -165,7 +166,7 @@ def test_newest_oldest_and_all_follow_joins_and_restarts():
 def test_each_sweep_axis_replaces_its_field(axis: str, check):
     body = (GROUP.replace('partitions = 16 }', 'partitions = 16 }, { name = "views", partitions = 4 }')
             + "\n[coordinator]\nheartbeat_interval_ms = 10\n" + f'\n[sweep]\naxis = "{axis}"\nvalues = [40]\n')
-    cases = parse_scenario(TOP + body, "x.toml").cases()
+    cases = expand_cases(parse_scenario(TOP + body, "x.toml"))
     assert len(cases) == 1 and cases[0].sweep_axis == axis and cases[0].sweep_value == 40
     assert check(cases[0].scenario)
 
@@ -175,7 +176,7 @@ def test_every_sweep_axis_is_applicable():
     values = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
     for axis in SWEEP_AXES:
         s = parse_scenario(base + f'\n[sweep]\naxis = "{axis}"\nvalues = [{values.get(axis, 5)}]\n', "x.toml")
-        assert s.cases()[0].sweep_axis == axis
+        assert expand_cases(s)[0].sweep_axis == axis
 
 
 # --- validation rules: each reports its exact field path ------------------------------------------------
@@ -219,7 +220,7 @@ def test_kill_zk_leader_needs_an_ensemble():
     action = churn('at = 1.0\naction = "kill_zk_leader"')
     assert errors(action) == ["x.toml: churn[0].action: kill_zk_leader needs a 3-server ensemble (zk_servers "
                               "is 1): set zk_servers = 3"]
-    assert load(action, top="zk_servers = 3\n").cases()[0].steps[0].kind == "kill_zk_leader"
+    assert expand_cases(load(action, top="zk_servers = 3\n"))[0].steps[0].kind == "kill_zk_leader"
 
 
 def test_add_partitions_must_grow_a_known_topic():
@@ -247,7 +248,7 @@ def test_the_broker_initial_rebalance_delay_is_a_coordinator_setting_and_a_sweep
     assert load().coordinator.initial_rebalance_delay_ms == 0  # what the herd comparison uses
     rolling = shipped_scenario("rolling-start")
     assert rolling.designs == ["coordinator"] and rolling.group.members == 0
-    cases = rolling.cases()
+    cases = expand_cases(rolling)
     assert [c.scenario.coordinator.initial_rebalance_delay_ms for c in cases] == [0] * rolling.repeats + [
         3000] * rolling.repeats  # one value after the other: the lab restarts its broker once
     join = cases[0].steps[0]
@@ -333,7 +334,7 @@ def test_expire_needs_the_zookeeper_design_only():
     assert errors(action) == ['x.toml: churn[0].action: expire ends a ZooKeeper session, which the coordinator '
                               'design does not have: set designs = ["zk"] (pause a member past its session timeout '
                               'to compare both designs)']
-    assert load(action, top='designs = ["zk"]\n').cases()[0].steps[0].members == (2,)
+    assert expand_cases(load(action, top='designs = ["zk"]\n'))[0].steps[0].members == (2,)
 
 
 def test_delay_actions_and_signals_are_checked():
@@ -359,7 +360,7 @@ def test_empty_group_is_an_error_unless_members_join():
         "x.toml: group.members: the group never has a member: set group.members or add a join action"]
     empty = TOP + GROUP.replace("members = 8", "members = 0")
     s = parse_scenario(empty + churn('at = 0.0\naction = "join"\ncount = 4'), "x.toml")
-    assert s.cases()[0].steps[0].members == (0, 1, 2, 3)
+    assert expand_cases(s)[0].steps[0].members == (0, 1, 2, 3)
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -418,7 +419,7 @@ def test_scenarios_built_in_code_are_checked_the_same_way():
         validate_scenario(s)
     assert caught.value.lines[0].startswith("<scenario>: churn[0].member: member 12 does not exist")
     with pytest.raises(ScenarioError, match="member 12 does not exist"):
-        s.cases()
+        expand_cases(s)
 
 
 # --- CLI ------------------------------------------------------------------------------------------------
@@ -485,9 +486,9 @@ PHASE_SPREAD = {"herd": 2.0, "staggered-join": 2.0, "lesson": 2.0, "far-members"
 def test_a_spread_draws_the_time_from_the_case_seed_over_the_whole_interval():
     join = churn('at = 1.0\naction = "join"\nspread = "heartbeat"')
     s = load(join, top="repeats = 100\nseed = 11\n")
-    cases = [c for seed in (11, 12, 13, 14) for c in load(join, top=f"repeats = 100\nseed = {seed}\n").cases()]
+    cases = [c for seed in (11, 12, 13, 14) for c in expand_cases(load(join, top=f"repeats = 100\nseed = {seed}\n"))]
     offsets = [c.steps[0].offset for c in cases]
-    assert [c.steps[0].offset for c in s.cases()] == offsets[:100], "the draw must be a function of the seed"
+    assert [c.steps[0].offset for c in expand_cases(s)] == offsets[:100], "the draw must be a function of the seed"
     assert all(c.steps[0].at == 1.0 + c.steps[0].offset for c in cases)
     heartbeat = s.coordinator.heartbeat_interval_ms / 1000
     assert all(0 <= o < heartbeat for o in offsets)
@@ -499,8 +500,8 @@ def test_a_spread_draws_the_time_from_the_case_seed_over_the_whole_interval():
 
 def test_every_design_of_a_case_runs_the_same_drawn_time():
     body = churn('at = 1.0\naction = "join"\nspread = 1.5', 'at = 4.0\naction = "leave"\nspread = "heartbeat"')
-    one = load(body, top='designs = ["zk"]\nrepeats = 5\n').cases()
-    both = load(body, top='designs = ["coordinator", "zk"]\nrepeats = 5\n').cases()
+    one = expand_cases(load(body, top='designs = ["zk"]\nrepeats = 5\n'))
+    both = expand_cases(load(body, top='designs = ["coordinator", "zk"]\nrepeats = 5\n'))
     assert [[(st.at, st.offset) for st in c.steps] for c in one] == [[(st.at, st.offset) for st in c.steps]
                                                                       for c in both]
     assert len({c.steps[0].at for c in both}) == 5 and all(1.0 <= c.steps[0].at < 2.5 for c in both)
@@ -510,19 +511,19 @@ def test_a_spread_leaves_random_member_picks_as_they_were():
     kill = 'at = 2.0\naction = "kill"\nmember = "random"\ncount = 2'
     fixed = load(churn('at = 1.0\naction = "join"', kill), top='designs = ["zk"]\nrepeats = 10\n')
     spread = load(churn('at = 1.0\naction = "join"\nspread = 0.5', kill), top='designs = ["zk"]\nrepeats = 10\n')
-    assert [c.steps[1].members for c in fixed.cases()] == [c.steps[1].members for c in spread.cases()]
+    assert [c.steps[1].members for c in expand_cases(fixed)] == [c.steps[1].members for c in expand_cases(spread)]
 
 
 def test_a_spread_of_zero_keeps_the_fixed_time():
-    assert [st.at for st in load(churn('at = 1.25\naction = "join"')).cases()[0].steps] == [1.25]
-    assert load(churn('at = 1.25\naction = "join"\nspread = 0')).cases()[0].steps[0].offset == 0.0
+    assert [st.at for st in expand_cases(load(churn('at = 1.25\naction = "join"')))[0].steps] == [1.25]
+    assert expand_cases(load(churn('at = 1.25\naction = "join"\nspread = 0')))[0].steps[0].offset == 0.0
 
 
 def test_a_heartbeat_spread_follows_a_heartbeat_sweep():
     s = load(churn('at = 1.0\naction = "join"\nspread = "heartbeat"')
              + '\n[sweep]\naxis = "heartbeat_interval_ms"\nvalues = [500, 3000]\n', top="repeats = 30\n")
     by_value: dict[int, list[float]] = {}
-    for c in s.cases():
+    for c in expand_cases(s):
         by_value.setdefault(c.sweep_value, []).append(c.steps[0].offset)
     assert max(by_value[500]) < 0.5 and max(by_value[3000]) > 1.5
 
@@ -547,7 +548,7 @@ def test_shipped_scenarios_draw_the_phase_of_every_change_incumbents_must_hear_o
     for s in shipped_scenarios():
         assert {s.spread_s(a) for a in s.churn} == {PHASE_SPREAD[s.name]}, s.name
         if PHASE_SPREAD[s.name] and s.repeats > 1:
-            cases = s.cases()
+            cases = expand_cases(s)
             assert len({c.steps[0].offset for c in cases}) == len(cases), s.name
 
 

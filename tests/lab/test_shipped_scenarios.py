@@ -17,7 +17,7 @@ import pytest
 from test_actions import claimed_owners
 
 from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import validate_scenario
+from zkconsumer.lab.scenario import expand_cases, validate_scenario
 from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
@@ -123,7 +123,7 @@ def final_owners(records: list[dict[str, Any]], design: str) -> dict[str, str]:
 @pytest.mark.parametrize(("name", "design"), RUNS, ids=[f"{n}-{d}" for n, d in RUNS])
 def test_a_shipped_scenario_runs_small(name: str, design: str, lab_servers, tmp_path: Path) -> None:
     scenario = validate_scenario(SHRUNK[name], f"{name} (shrunk)")
-    [case] = scenario.cases()
+    [case] = expand_cases(scenario)
     path = CaseRun(case, design, lab_servers, tmp_path / "out").run()
     manifest = RunDirectory.load(path)
     assert manifest["completed"], manifest.get("error")

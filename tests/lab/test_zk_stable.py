@@ -11,7 +11,7 @@ from helpers import ZkProbe, unique, wait_for
 
 from rebalance.subscription import Registration
 from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.scenario import parse_scenario
+from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.lab.zk_driver import ZkDriver
 from zkconsumer.zookeeper import codecs, layout
@@ -41,7 +41,7 @@ def test_stable_is_false_until_the_group_has_converged(private_cluster, tmp_path
     import time
 
     scenario = parse_scenario(SCENARIO, "inline")
-    [case] = scenario.cases()
+    [case] = expand_cases(scenario)
     topic = private_cluster.create_topic(partitions=4)
     group = unique("stable")
     run = RunDirectory.create(tmp_path / "run", scenario=scenario.name, case=case.case_id, design="zk")

@@ -21,7 +21,7 @@ import pytest
 from zkconsumer.lab.lesson import Lesson, build_lesson, most_interesting, write_lesson
 from zkconsumer.lab.lesson.model import REPO_ROOT, short_thread
 from zkconsumer.lab.lesson.replay import load_records
-from zkconsumer.lab.scenario import shipped_scenario
+from zkconsumer.lab.scenario import expand_cases, shipped_scenario
 from zkconsumer.lab.session import LabSession
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def lesson_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One run of the shipped lesson scenario on both designs, shared by every test of this module."""
     scenario = shipped_scenario("lesson")
     out = tmp_path_factory.mktemp("lesson-run")
-    summaries = LabSession(scenario, scenario.cases(), ["zk", "coordinator"], out).run()
+    summaries = LabSession(scenario, expand_cases(scenario), ["zk", "coordinator"], out).run()
     assert [s.completed for s in summaries] == [True, True]
     return out
 

@@ -15,6 +15,7 @@ from zkconsumer.errors import InputError
 from zkconsumer.lab.scenario import (
     Scenario,
     ScenarioError,
+    expand_cases,
     find_scenario,
     load_scenario,
     shipped_names,
@@ -153,7 +154,7 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
     designs = select_designs(found.designs, design)
     if not cases or not designs:
         raise click.UsageError(f"nothing to run: {found.name} has designs {found.designs} and "
-                               f"{len(found.cases())} cases before --values/--repeats")
+                               f"{len(expand_cases(found))} cases before --values/--repeats")
     if "original" in designs:
         from zkconsumer.embedded.process import EmbeddedError
         from zkconsumer.lab.original_driver import check_toolchain

@@ -18,26 +18,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from zkconsumer.lab.designs import DESIGNS
+from zkconsumer.lab.scenario_issues import Issue, ScenarioError, render_path, translate
 from zkconsumer.lab.scenario_model import (
     ACTIONS,
     MEMBER_ACTIONS,
     SWEEP_AXES,
     Case,
     Scenario,
-    Selector,
     Step,
     flatten,
 )
-from zkconsumer.lab.scenario_rules import (
-    Issue,
-    ScenarioError,
-    render_path,
-    resolve_steps,
-    static_issues,
-    sweep_issues,
-    translate,
-    zk_issues,
-)
+from zkconsumer.lab.scenario_rules import static_issues, sweep_issues, zk_issues
+from zkconsumer.lab.scenario_selectors import Selector
+from zkconsumer.lab.scenario_timeline import resolve_steps
 
 __all__ = [
     "ACTIONS", "DESIGNS", "SWEEP_AXES", "Case", "Issue", "Scenario", "ScenarioError", "Selector", "Step",

@@ -1,8 +1,10 @@
-"""The records of a lab scenario: pydantic models of the TOML file, member selectors, cases and steps.
+"""The records of a lab scenario: pydantic models of the TOML file, cases and steps (member selectors are in
+``scenario_selectors``).
 
 Models check what one field can check on its own (types, ranges, unknown keys). Rules that relate fields to
-each other, and the timeline of the churn schedule, live in ``scenario_rules``; loading and sweep expansion in
-``scenario``. Sequences are lists because that is what TOML gives and strict mode would refuse tuples.
+each other live in ``scenario_rules``, the timeline of the churn schedule in ``scenario_timeline``, and how
+problems read in ``scenario_issues``; loading and sweep expansion in ``scenario``. Sequences are lists because
+that is what TOML gives and strict mode would refuse tuples.
 """
 
 from __future__ import annotations
@@ -16,80 +18,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PlainSerializer,
-    PlainValidator,
     field_validator,
     model_validator,
 )
 
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.lab.designs import DEFAULT_DESIGNS
+from zkconsumer.lab.scenario_selectors import MemberSelector, NetworkSelector, Selector
 
-SELECTOR_KEYWORDS = ("newest", "oldest", "random", "all")
-_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*")
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_SELECTOR_FORMS = "a member index (3), a list ([0, 2]), a range ('0-3'), 'newest', 'oldest', 'random' or 'all'"
-
-
-@dataclass(frozen=True)
-class Selector:
-    """Which members an action or network rule applies to.
-
-    ``index`` carries explicit member indices (from an int, a list or an ``"a-b"`` range); the other kinds are
-    resolved against the group as it is when the action runs (``all`` in a network rule also covers members
-    that join later).
-    """
-
-    kind: Literal["index", "newest", "oldest", "random", "all"]
-    indices: tuple[int, ...] = ()
-
-    def to_toml(self) -> int | list[int] | str:
-        if self.kind != "index":
-            return self.kind
-        return self.indices[0] if len(self.indices) == 1 else list(self.indices)
-
-    def __str__(self) -> str:
-        return self.kind if self.kind != "index" else ", ".join(map(str, self.indices))
-
-
-def parse_selector(value: Any) -> Selector:
-    if isinstance(value, Selector):
-        return value
-    if isinstance(value, bool):  # bool is an int in Python; `member = true` is a mistake, not member 1
-        raise ValueError(f"expected {_SELECTOR_FORMS}, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"member indices start at 0, got {value}")
-        return Selector("index", (value,))
-    if isinstance(value, list):
-        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-            raise ValueError(f"a member list needs one or more indices >= 0, got {value!r}")
-        if len(set(value)) != len(value):
-            raise ValueError(f"member list {value!r} names a member twice: list each once")
-        return Selector("index", tuple(value))
-    if isinstance(value, str):
-        if value in SELECTOR_KEYWORDS:
-            return Selector(value)  # type: ignore[arg-type]
-        found = _RANGE.fullmatch(value)
-        if found:
-            low, high = int(found[1]), int(found[2])
-            if low > high:
-                raise ValueError(f"range {value!r} is empty: write it low-high, e.g. '{high}-{low}'")
-            return Selector("index", tuple(range(low, high + 1)))
-    raise ValueError(f"expected {_SELECTOR_FORMS}, got {value!r}")
-
-
-def _network_selector(value: Any) -> Selector:
-    selector = parse_selector(value)
-    if selector.kind not in ("index", "all"):
-        raise ValueError(f"network rules take member indices, a range like '0-3' or 'all', not {selector.kind!r}")
-    return selector
-
-
-_toml_form = PlainSerializer(lambda s: s.to_toml())
-MemberSelector = Annotated[Selector, PlainValidator(parse_selector), _toml_form]
-NetworkSelector = Annotated[Selector, PlainValidator(_network_selector), _toml_form]
 
 
 def _slug(value: str) -> str:
@@ -163,7 +101,7 @@ class _Action(_Model):
     # t = 0 is when the group settled, which is also when every coordinator-design member's heartbeat timer
     # restarted: an action at a fixed `at` would reach the incumbents at the same phase of their heartbeat in
     # every run, and that phase alone decides how long they take to hear of it. A spread draws the action's time
-    # uniformly from [at, at + spread) with the case's seed (scenario_rules.phase_offset): the same draw on
+    # uniformly from [at, at + spread) with the case's seed (scenario_timeline.phase_offset): the same draw on
     # every design of the case. "heartbeat" spreads over one coordinator heartbeat interval.
     spread: float | Literal["heartbeat"] = Field(0.0, description="seconds over which the action's time is "
                                                  'drawn after at, or "heartbeat"; 0 = exactly at')
@@ -278,7 +216,7 @@ class Sweep(_Model):
 
 
 class Scenario(_Model):
-    """One experiment, run on each of ``designs``; ``cases()`` expands the sweep and repeats into runs."""
+    """One experiment, run on each of ``designs``; ``scenario.expand_cases`` expands the sweep and repeats into runs."""
 
     name: Annotated[str, AfterValidator(_slug)]
     description: str = Field(min_length=1)
@@ -319,12 +257,6 @@ class Scenario(_Model):
     def estimated_runs(self) -> int:
         """Cases times designs: every case runs once on each design."""
         return self.case_count * len(self.designs)
-
-    def cases(self) -> list[Case]:
-        """Every concrete run of this scenario (sweep values x repeats), in a stable order."""
-        from zkconsumer.lab.scenario import expand_cases
-
-        return expand_cases(self)
 
     @property
     def audits_delivery(self) -> bool:

@@ -1,37 +1,27 @@
-"""Scenario checks beyond one field: cross-field rules, the churn timeline, and readable pydantic errors.
-
-Every problem is an ``Issue`` (field path + message saying what to do); a file's issues are all collected
-and raised together as one ``ScenarioError``.
+"""Scenario rules beyond one field: checks that relate fields to each other, and the [zk] Kafka keys checked with
+``ConsumerConfig``. The churn timeline's checks are in ``scenario_timeline``; how issues read, in
+``scenario_issues``.
 """
 
 from __future__ import annotations
 
 import difflib
-import heapq
-import random
 import re
-import types
-from dataclasses import dataclass, fields
-from typing import Annotated, Any, Union, get_args, get_origin
-
-from pydantic import BaseModel, ValidationError
+from dataclasses import fields
+from typing import Any
 
 from zkconsumer.config import ConfigError, ConsumerConfig
-from zkconsumer.errors import UserError
+from zkconsumer.lab.scenario_issues import Issue, render_path, secs
 from zkconsumer.lab.scenario_model import (
-    ACTIONS,
-    MEMBER_ACTIONS,
     AddPartitions,
     Delay,
     Expire,
     Join,
     Kill,
-    KillZkLeader,
     NetworkRule,
     Pause,
     Restart,
     Scenario,
-    Step,
 )
 
 # Set per run and per member by the lab; a scenario that sets them would break group isolation.
@@ -39,123 +29,7 @@ LAB_OWNED_KEYS = ("group.id", "zookeeper.connect", "consumer.id")
 KAFKA_KEYS = tuple(f.name.replace("_", ".") for f in fields(ConsumerConfig) if f.init)
 _PLACEHOLDERS = {"group.id": "lab", "zookeeper.connect": "127.0.0.1:2181"}
 _CONFIG_KEY = re.compile(r"([a-z.]+)(?:=| is )")
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
-
-@dataclass(frozen=True)
-class Issue:
-    path: str  # e.g. "churn[2].member"; empty for file-level problems
-    message: str
-
-    def line(self, file: str) -> str:
-        return f"{file}: {self.path}: {self.message}" if self.path else f"{file}: {self.message}"
-
-
-class ScenarioError(UserError, ValueError):
-    """A scenario file is unreadable or invalid; one line per problem, each naming file and field path."""
-
-    def __init__(self, file: str, issues: list[Issue]) -> None:
-        self.file = file
-        self.issues = list(issues)
-        super().__init__("\n".join(self.lines))
-
-    @property
-    def lines(self) -> list[str]:
-        return [issue.line(self.file) for issue in self.issues]
-
-
-def secs(t: float) -> str:
-    return f"{t:.1f}" if round(t, 1) == t else f"{t:g}"
-
-
-def plural_members(n: int) -> str:
-    return f"{n} member" if n == 1 else f"{n} members"
-
-
-def render_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            name = part if _BARE_KEY.fullmatch(part) else f'"{part}"'
-            out += f".{name}" if out else name
-    return out
-
-
-# --- pydantic errors -> issues --------------------------------------------------------------------------
-
-def translate(error: ValidationError) -> list[Issue]:
-    issues = []
-    for err in error.errors():
-        loc = tuple(err["loc"])
-        # A discriminated union puts the tag in the location (churn, 2, "kill", "member"): users never wrote it.
-        if len(loc) > 2 and loc[0] == "churn" and loc[2] in ACTIONS:
-            loc = loc[:2] + loc[3:]
-        kind = err["type"]
-        if kind in ("union_tag_invalid", "union_tag_not_found"):
-            loc = (*loc, "action")
-            actions = ", ".join(ACTIONS)
-            message = (f"unknown action {err['ctx']['tag']!r}: use one of {actions}" if kind == "union_tag_invalid"
-                       else f"required: set action to one of {actions}")
-        else:
-            message = _message(err, tuple(err["loc"]))
-        issues.append(Issue(render_path(loc), message))
-    return issues
-
-
-def _message(err: Any, raw_loc: tuple[int | str, ...]) -> str:
-    kind, value = err["type"], err["input"]
-    if kind == "extra_forbidden":
-        known = _known_keys(raw_loc)
-        close = difflib.get_close_matches(str(raw_loc[-1]), known, n=1)
-        if close:
-            return f"unknown key: did you mean {close[0]!r}?"
-        return "unknown key: remove it" + (f" (known keys here: {', '.join(known)})" if known else "")
-    if kind == "missing":
-        return "required: add it"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"must be a table, got {value!r}"
-    if kind == "list_type":
-        return f"must be an array ([...]), got {value!r}"
-    if kind == "value_error":
-        return str(err["msg"]).removeprefix("Value error, ")
-    text = str(err["msg"]).replace("Input should be", "must be").replace("List should have", "must have")
-    return f"{text[:1].lower()}{text[1:]}, got {value!r}"
-
-
-def _strip(tp: Any) -> Any:
-    while True:
-        if get_origin(tp) is Annotated:
-            tp = get_args(tp)[0]
-        elif get_origin(tp) in (Union, types.UnionType):
-            options = [a for a in get_args(tp) if a is not type(None)]
-            if len(options) != 1:
-                return tp
-            tp = options[0]
-        else:
-            return tp
-
-
-def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
-    """The keys the model at ``loc``'s parent accepts (for "did you mean")."""
-    tp: Any = Scenario
-    for part in loc[:-1]:
-        tp = _strip(tp)
-        if isinstance(part, int):
-            tp = get_args(tp)[0] if get_origin(tp) is list else None
-        elif isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = tp.model_fields.get(part)
-            tp = field.annotation if field else None
-        else:
-            tp = ACTIONS.get(part)
-        if tp is None:
-            return []
-    tp = _strip(tp)
-    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
-
-
-# --- cross-field rules ----------------------------------------------------------------------------------
 
 def static_issues(s: Scenario) -> list[Issue]:
     """Rules that need several fields but not the timeline."""
@@ -235,15 +109,6 @@ def _zk_commit_interval(s: Scenario) -> int | None:
         return None
 
 
-def phase_offset(seed: int, index: int, spread: float) -> float:
-    """The drawn part of churn action ``index``'s time: uniform on [0, spread), a function of the case's seed and
-    the action's place only, so every design of a case gets the same draw, and the draw neither depends on nor
-    changes the members that ``random`` selectors pick (those use their own generator)."""
-    if spread <= 0:
-        return 0.0
-    return random.Random(f"phase:{seed}:{index}").random() * spread
-
-
 def _network_issues(path: str, rule: NetworkRule | Delay, ever: int) -> list[Issue]:
     """A [[network]] rule or a delay action; ``ever`` is how many members the run ever has."""
     issues = []
@@ -313,122 +178,3 @@ def _config_problem(props: dict[str, Any]) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
-
-
-# --- the churn timeline ---------------------------------------------------------------------------------
-
-class _Timeline:
-    """Who is in the group at each action's time, so member selections can be checked and resolved."""
-
-    def __init__(self, s: Scenario, seed: int) -> None:
-        self.present = list(range(s.group.members))  # oldest first: a member that (re)starts goes last
-        self.next_index = s.group.members
-        self.arrivals: list[tuple[float, int, int]] = []  # (time, sequence, member), a heap
-        self.sequence = 0
-        self.away: dict[int, tuple[float, str]] = {}  # member -> (back at, why it is away)
-        self.gone: dict[int, str] = {}
-        self.rng = random.Random(seed)
-        self.issues: list[Issue] = []
-
-    def advance(self, t: float) -> None:
-        while self.arrivals and self.arrivals[0][0] <= t:
-            _, _, member = heapq.heappop(self.arrivals)
-            self.present.append(member)
-            self.away.pop(member, None)
-
-    def arrive(self, member: int, when: float, now: float, why: str) -> None:
-        if when <= now:
-            self.present.append(member)
-        else:
-            self.sequence += 1
-            heapq.heappush(self.arrivals, (when, self.sequence, member))
-            self.away[member] = (when, why)
-
-    def select(self, a: Any, p: str) -> tuple[int, ...]:
-        t, sel, n = a.at, a.member, len(self.present)
-        if sel.kind in ("index", "all") and a.count is not None:
-            self.issues.append(Issue(f"{p}.count", "count goes with member = 'newest', 'oldest' or 'random', "
-                                     f"not with {sel.kind} members: remove it"))
-        if sel.kind == "index":
-            for m in sel.indices:
-                if m not in self.present:
-                    self.issues.append(Issue(f"{p}.member", self._absent(m, t)))
-            return tuple(m for m in sel.indices if m in self.present)
-        if sel.kind == "all":
-            if not n:
-                self.issues.append(Issue(f"{p}.member", f"no member to act on at t={secs(t)} s: the group is "
-                                         "empty then"))
-            return tuple(self.present)
-        count = 1 if a.count is None else a.count
-        if count > n:
-            where = f"{p}.count" if a.count is not None else f"{p}.member"
-            self.issues.append(Issue(where, f"{count} selected at t={secs(t)} s but the group has {plural_members(n)} "
-                                     f"then: select at most {n}"))
-            count = n
-        if count == 0:
-            return ()
-        if sel.kind == "newest":
-            return tuple(self.present[-count:])
-        if sel.kind == "oldest":
-            return tuple(self.present[:count])
-        return tuple(sorted(self.rng.sample(self.present, count)))
-
-    def _absent(self, m: int, t: float) -> str:
-        if m in self.away:
-            back, why = self.away[m]
-            return (f"member {m} is not in the group at t={secs(t)} s ({why}, in at t={secs(back)} s): "
-                    "act on it later or pick another member")
-        if m in self.gone:
-            return f"member {m} does not exist at t={secs(t)} s ({self.gone[m]}): pick another member"
-        n = len(self.present)
-        if sorted(self.present) == list(range(n)):
-            hint = f"use an index below {n}" if n else "add a join before this action"
-        else:
-            hint = "use one of " + ", ".join(map(str, sorted(self.present)))
-        return f"member {m} does not exist at t={secs(t)} s (the group has {plural_members(n)} then): {hint}"
-
-
-def resolve_steps(s: Scenario, seed: int) -> tuple[list[Step], list[Issue]]:
-    """Resolve every churn action to concrete members (random picks use ``seed``) and check the timeline."""
-    line = _Timeline(s, seed)
-    partitions = {t.name: t.partitions for t in s.group.topics}
-    steps = []
-    offsets = [phase_offset(seed, i, s.spread_s(a)) for i, a in enumerate(s.churn)]
-    for i in sorted(range(len(s.churn)), key=lambda k: s.churn[k].at + offsets[k]):
-        a, p = s.churn[i], f"churn[{i}]"
-        at = a.at + offsets[i]
-        line.advance(at)
-        members: tuple[int, ...] = ()
-        if isinstance(a, Join):
-            members = tuple(range(line.next_index, line.next_index + a.count))
-            line.next_index += a.count
-            for k, m in enumerate(members):
-                line.arrive(m, at + k * a.interval, at, f"started by {p}")
-        elif isinstance(a, MEMBER_ACTIONS):
-            members = line.select(a, p)
-            if a.action in ("leave", "kill"):
-                for m in members:
-                    line.present.remove(m)
-                    line.gone[m] = f"{'left' if a.action == 'leave' else 'killed'} at t={secs(a.at)} s by {p}"
-            elif isinstance(a, Restart):
-                for m in members:
-                    line.present.remove(m)
-                    line.arrive(m, at + a.delay, at, f"restarted by {p}")
-        elif isinstance(a, AddPartitions):
-            current = partitions.get(a.topic)
-            if current is None:
-                known = ", ".join(sorted(partitions))
-                line.issues.append(Issue(f"{p}.topic", f"topic {a.topic!r} is not in group.topics: use one of "
-                                         f"{known}"))
-            elif a.total <= current:
-                line.issues.append(Issue(f"{p}.total", f"total {a.total} does not exceed the {current} partitions "
-                                         f"topic {a.topic!r} has at t={secs(a.at)} s: give a larger total"))
-            else:
-                partitions[a.topic] = a.total
-        elif isinstance(a, KillZkLeader) and s.zk_servers < 3:
-            line.issues.append(Issue(f"{p}.action", f"kill_zk_leader needs a 3-server ensemble (zk_servers is "
-                                     f"{s.zk_servers}): set zk_servers = 3"))
-        elif isinstance(a, Delay):
-            members = a.members.indices
-        steps.append(Step(index=i, at=at, action=a, members=members, offset=offsets[i]))
-    return steps, line.issues

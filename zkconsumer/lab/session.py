@@ -17,7 +17,7 @@ from pathlib import Path
 
 from zkconsumer.errors import InputError, UserError
 from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import Case, Scenario
+from zkconsumer.lab.scenario import Case, Scenario, expand_cases
 from zkconsumer.lab.scenario_model import Sweep
 from zkconsumer.lab.servers import LabServers, broker_settings
 from zkconsumer.lab.summary import RunSummary, render, summarize
@@ -37,7 +37,7 @@ def select_cases(scenario: Scenario, values: str | None, repeats: int | None) ->
             raise InputError(f"--values {values!r}: give sweep values as integers, e.g. 1,2,4") from None
         sweep = Sweep(axis=scenario.sweep.axis, values=list(dict.fromkeys(wanted)))
         scenario = scenario.model_copy(update={"sweep": sweep})
-    cases = scenario.cases()
+    cases = expand_cases(scenario)
     if repeats is not None:
         cases = [c for c in cases if c.repeat < repeats]
     return cases

@@ -22,9 +22,8 @@ from zkconsumer.event_log import LineErrors
 from zkconsumer.lab import gaps, identities
 from zkconsumer.lab.designs import is_zookeeper_design
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
+from zkconsumer.lab.protocol_rules import is_conflict, is_coordination_api, is_failed_attempt
 from zkconsumer.lab.trace import RunDirectory, read_traces
-
-COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 
 
 @dataclass
@@ -146,8 +145,8 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
         case "member_event" if kind == "attempt_end":
             summary.attempts += 1
             result = record.get("result")
-            summary.failed_attempts += result not in ("ok", "no_brokers")
-            summary.conflicts += result == "conflict"
+            summary.failed_attempts += is_failed_attempt(result)
+            summary.conflicts += is_conflict(result)
         case "member_event" if kind == "rebalance_failed":
             summary.failures += 1
         case "generation" if kind == "assigned":
@@ -160,7 +159,7 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
         case "wire" if record.get("proto") == "kafka" and kind == "request":
             api = record.get("api_name")
             summary.kafka_by_api[api] += 1
-            summary.kafka_coordination += api in COORDINATION_APIS
+            summary.kafka_coordination += is_coordination_api(api)
             summary.kafka_heartbeats += api == "Heartbeat"
         case "wire" if record.get("proto") == "kafka" and kind == "response" and record.get("error_code"):
             # e.g. Heartbeat/REBALANCE_IN_PROGRESS: how incumbents hear of a rebalance (one per incumbent)

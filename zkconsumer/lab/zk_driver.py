@@ -26,6 +26,7 @@ from kazoo.client import KazooClient
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
+from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
 from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_group_snapshot
@@ -394,9 +395,9 @@ class ZkDriver:
                     stats["rebalances"] = stats.get("rebalances", 0) + 1
                 elif kind == "attempt_end":
                     stats["attempts"] = stats.get("attempts", 0) + 1
-                    if record.get("result") not in ("ok", "no_brokers"):
+                    if is_failed_attempt(record.get("result")):
                         stats["failed_attempts"] = stats.get("failed_attempts", 0) + 1
-                    if record.get("result") == "conflict":
+                    if is_conflict(record.get("result")):
                         stats["conflicts"] = stats.get("conflicts", 0) + 1
                 elif kind == "rebalance_failed":
                     stats["failures"] = stats.get("failures", 0) + 1

@@ -21,9 +21,9 @@ from typing import Any
 from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
 from zkconsumer.lab.identities import coordinator_join
 from zkconsumer.lab.join_cost import join_notifications, join_requests, original_join_requests
+from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 
 BROKERS = 1  # the lab runs one broker (docs/lab.md)
-COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change
 from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
+from zkconsumer.lab.protocol_rules import conflict_column, coordination_api_column, failed_attempt_column
 
-COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"
 # The growth curves: per design, the metric that plays "requests per change" and "notifications per change".
 # Every ZooKeeper design (designs.py) is the same protocol, so the original's curves are ours.
@@ -59,7 +59,7 @@ def _wire_totals(counts: DataFrame) -> list[Column]:
     request, notification = F.col("category") == "request", F.col("category") == "notification"
     return [total(zk & request).alias("zk_requests"), total(zk & notification).alias("zk_notifications"),
             total(kafka & request).alias("kafka_requests"),
-            total(kafka & request & F.col("op").isin(*COORDINATION_APIS)).alias("kafka_coordination"),
+            total(kafka & request & coordination_api_column("op")).alias("kafka_coordination"),
             total(kafka & request & (F.col("op") == "Heartbeat")).alias("kafka_heartbeats"),
             total(kafka & notification).alias("rebalance_notices")]
 
@@ -90,9 +90,8 @@ def rebalance_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
     return (attach_change(events, windows).groupBy("run_id", "design", "change_index", "member")
             .agg(n((F.col("type") == "member_event") & (kind == "rebalance_begin")).alias("rebalances"),
                  n(attempt_end).alias("attempts"),
-                 n(attempt_end & ~F.coalesce(F.col("result"), F.lit("")).isin("ok", "no_brokers"))
-                 .alias("failed_attempts"),
-                 n(attempt_end & (F.col("result") == "conflict")).alias("conflicts"),
+                 n(attempt_end & failed_attempt_column("result")).alias("failed_attempts"),
+                 n(attempt_end & conflict_column("result")).alias("conflicts"),
                  n(F.col("refused")).alias("owner_conflicts"),
                  n(kind == "rebalance_failed").alias("rebalance_failures"),
                  n(kind == "session_expired").alias("session_expiries"),

@@ -27,11 +27,11 @@ from typing import Any
 from zkconsumer.lab.coordinator_member import CoordinatorMember
 from zkconsumer.lab.lesson.model import Step, code_ref, partition_key
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
+from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.sim.coordinator import COMPLETING, EMPTY, PREPARING, STABLE, _Model
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "FindCoordinator")
-COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")  # as zkconsumer/lab/summary.py counts them
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
 
 # api -> (code that models it, Kafka source, explanation)
@@ -117,7 +117,7 @@ class CoordinatorSteps:
                 self.replay.count("coordination", r["ts"])
             elif api == "Heartbeat":
                 self.replay.count("heartbeats", r["ts"])
-            if api in ("JoinGroup", "SyncGroup", "LeaveGroup"):  # the others are shown with their answer
+            if api in COORDINATION_APIS:  # the others are shown with their answer
                 self._request(r, api, member, self.responses.get(key))
         elif r["kind"] == "response":
             self._response(r, api, member)

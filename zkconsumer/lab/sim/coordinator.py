@@ -37,10 +37,10 @@ from typing import Any
 from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
 from zkconsumer.lab.naming import member_name, name_width
+from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 from zkconsumer.lab.sim.latency import LatencyModel, MemberSampler, default_tables
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler
 
-COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")  # as zkconsumer/lab/summary.py counts them
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 
 

@@ -32,6 +32,7 @@ from rebalance.events import MemberEvent, MemberState
 from rebalance.subscription import Registration
 from zkconsumer.lab.join_cost import accounted_requests
 from zkconsumer.lab.naming import member_name
+from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
 from zkconsumer.lab.sim.capacity import Resources
 from zkconsumer.lab.sim.host import long_lived_heap, one_cpu
 from zkconsumer.lab.sim.latency import WIRE_OP
@@ -104,8 +105,8 @@ class ZkWorld:
         if kind == "attempt_end":
             self.tally["attempts"] += 1
             result = event.data.get("result")
-            self.tally["failed_attempts"] += result not in ("ok", "no_brokers")
-            self.tally["conflicts"] += result == "conflict"
+            self.tally["failed_attempts"] += is_failed_attempt(result)
+            self.tally["conflicts"] += is_conflict(result)
         elif kind in ("rebalance_begin", "rebalance_failed"):
             self.tally[kind] += 1
 

@@ -1,0 +1,46 @@
+"""The lab's counting rules (zkconsumer/lab/protocol_rules.py) answer the same in Python (summary, ZooKeeper driver,
+simulation) and as Spark columns (the herd tables), on every value the traces carry, a missing one included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
+
+from rebalance.listener_types import AttemptResult
+from zkconsumer.lab.lesson.coord_steps import GROUP_APIS
+from zkconsumer.lab.protocol_rules import (
+    conflict_column,
+    coordination_api_column,
+    failed_attempt_column,
+    is_conflict,
+    is_coordination_api,
+    is_failed_attempt,
+)
+
+RESULTS = [str(r) for r in AttemptResult] + [None]  # None: an attempt_end record without a result
+APIS = [*GROUP_APIS, "Metadata", "Fetch", "ListOffsets", "Produce", None]
+
+
+def _spark_answers(spark: SparkSession, values: list[str | None],
+                   build: Callable[[str], Column]) -> dict[str | None, bool]:
+    df = spark.createDataFrame([(v,) for v in values], StructType([StructField("v", StringType())]))
+    return {row["v"]: row["answer"] for row in df.select("v", build("v").alias("answer")).collect()}
+
+
+def test_failed_attempt_and_conflict_agree_in_python_and_spark(spark: SparkSession) -> None:
+    failed = _spark_answers(spark, RESULTS, failed_attempt_column)
+    conflict = _spark_answers(spark, RESULTS, conflict_column)
+    assert failed == {r: is_failed_attempt(r) for r in RESULTS}
+    assert conflict == {r: is_conflict(r) for r in RESULTS}
+    # What the rule says, so agreement on a wrong rule cannot pass: the listener stops retrying on ok and
+    # no_brokers; everything else, a member stopping mid-rebalance included, is a failed attempt.
+    assert [r for r in RESULTS if not failed[r]] == ["ok", "no_brokers"]
+    assert [r for r in RESULTS if conflict[r]] == ["conflict"]
+
+
+def test_coordination_apis_agree_in_python_and_spark(spark: SparkSession) -> None:
+    answers = _spark_answers(spark, APIS, coordination_api_column)
+    assert answers == {api: is_coordination_api(api) for api in APIS}
+    assert sorted(api for api in APIS if answers[api]) == ["JoinGroup", "LeaveGroup", "SyncGroup"]

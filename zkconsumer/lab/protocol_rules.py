@@ -1,0 +1,68 @@
+"""The protocol rules the lab counts runs by, each defined once: as data, as a Python predicate over one trace
+value, and as a Spark ``Column`` built from the same data, so the one-screen summary, the ZooKeeper driver's live
+counts, the simulation and the Spark tables cannot count differently.
+
+Imports nothing from the lab: everything that counts imports this. pyspark is imported only by the Column builders,
+so a member process or the summary never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rebalance.listener_types import AttemptResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+# Kafka group-coordination requests: what a group rebalance costs the broker-side design. Heartbeats are counted
+# apart (they grow with time, not with membership changes), as are offset commits and fetches.
+COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
+
+# The `result` of an `attempt_end` member event (rebalance/listener_types.py) that ends a rebalance successfully:
+# the listener stops retrying on these two (rebalance/listener.py, _attempts). Every other result counts as a
+# failed attempt here, including `stopped` (the member closing mid-rebalance) and a missing result, although the
+# listener's own stats leave `stopped` out.
+SUCCEEDED_RESULTS = (str(AttemptResult.OK), str(AttemptResult.NO_BROKERS))
+# The attempt met an owner node held by another member and rolled its claims back (KAFKA-1387's conflict).
+CONFLICT_RESULT = str(AttemptResult.CONFLICT)
+
+
+def is_coordination_api(api: str | None) -> bool:
+    return api in COORDINATION_APIS
+
+
+def is_failed_attempt(result: str | None) -> bool:
+    """An `attempt_end` whose result is not a success (None, a record without a result, counts as failed)."""
+    return result not in SUCCEEDED_RESULTS
+
+
+def is_conflict(result: str | None) -> bool:
+    return result == CONFLICT_RESULT
+
+
+# --- the same rules as Spark columns ---------------------------------------------------------------------------
+
+def coordination_api_column(api: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(_col(api).isin(*COORDINATION_APIS), F.lit(False))
+
+
+def failed_attempt_column(result: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    # isin is null on a null result: coalesce it to the Python rule's answer (failed).
+    return ~F.coalesce(_col(result).isin(*SUCCEEDED_RESULTS), F.lit(False))
+
+
+def conflict_column(result: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(_col(result) == CONFLICT_RESULT, F.lit(False))
+
+
+def _col(column: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(column) if isinstance(column, str) else column

@@ -17,6 +17,7 @@ import pytest
 from test_actions import claimed_owners
 
 from zkconsumer.lab.run import CaseRun
+from zkconsumer.lab.run_state import IllegalTransition, RunState
 from zkconsumer.lab.scenario import expand_cases, validate_scenario
 from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -124,9 +125,13 @@ def final_owners(records: list[dict[str, Any]], design: str) -> dict[str, str]:
 def test_a_shipped_scenario_runs_small(name: str, design: str, lab_servers, tmp_path: Path) -> None:
     scenario = validate_scenario(SHRUNK[name], f"{name} (shrunk)")
     [case] = expand_cases(scenario)
-    path = CaseRun(case, design, lab_servers, tmp_path / "out").run()
+    run = CaseRun(case, design, lab_servers, tmp_path / "out")
+    path = run.run()
     manifest = RunDirectory.load(path)
     assert manifest["completed"], manifest.get("error")
+    assert run.state is RunState.COMPLETED and manifest["status"] == "completed"
+    with pytest.raises(IllegalTransition, match="cannot go from COMPLETED to SETUP"):
+        run.run()  # a run directory holds one run
     summary = summarize(path)
     assert summary.counting_gaps is None
     records = sorted(read_traces(path), key=lambda r: (r["ts"], r.get("seq", 0)))

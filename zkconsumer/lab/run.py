@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.admin import alter_partitions, create_topic
-from zkconsumer.errors import UserError
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.naming import member_name, name_width
-from zkconsumer.lab.noticing import CHANGE_ACTIONS
+from zkconsumer.lab.run_links import MemberLinks
+from zkconsumer.lab.run_stability import POLL_S, ChangeTracker
+from zkconsumer.lab.run_state import LabRunError, RunState, check_transition
 from zkconsumer.lab.scenario import Case
 from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
@@ -34,16 +35,13 @@ from zkconsumer.lab.wire.tcp import host_port
 from zkconsumer.zookeeper.client import ZkClient
 
 log = logging.getLogger(__name__)
-_POLL_S = 0.05
 _OWNERS_EVERY_S = 0.5
 INITIAL_WAVE = 32
 DRAIN_TIMEOUT_S = 15.0  # members consume the load's last messages within a fetch or two; a loss never drains
 
 Progress = Callable[[str], None]
 
-
-class LabRunError(UserError, RuntimeError):
-    """A run could not complete (a member failed to start, the group never settled); names the log to read."""
+__all__ = ["CaseRun", "LabRunError", "RunState", "make_driver"]
 
 
 def make_driver(design: str, process_mode: str) -> DesignDriver:
@@ -61,7 +59,24 @@ def make_driver(design: str, process_mode: str) -> DesignDriver:
 
 
 class CaseRun:
-    """Runs `case` on `design` into `out_dir`; `run()` returns the run directory's path."""
+    """Runs `case` on `design` into `out_dir`; `run()` returns the run directory's path.
+
+    Its state (`RunState`, run_state.py) moves only forward, through `_transition`, which refuses a move the graph
+    below lacks (so `run()` runs once). The manifest's `status` is the state it ends in::
+
+        CREATED ─run()─► SETUP ─driver up─► STARTING ─t = 0─► CHURN ─duration over─► DRAINING
+                           │                    │               │                        │
+                           ├────────────────────┴───────────────┘ early: an error,       │ at the end
+                           │                                      a failed member,       │
+                           ▼                                      Ctrl-C                 │
+                       STOPPING ◄────────────────────────────────────────────────────────┘
+                           │
+                           ▼
+               COMPLETED | UNSETTLED | FAILED | INTERRUPTED
+
+    t = 0 is the initial group stable. UNSETTLED: ran to the end, but the group was not stable again after the last
+    change; INTERRUPTED: Ctrl-C; FAILED: any other early stop.
+    """
 
     def __init__(self, case: Case, design: str, servers: LabServers, out_dir: Path, *,
                  process_mode: str | None = None, progress: Progress | None = None) -> None:
@@ -86,12 +101,11 @@ class CaseRun:
         self.trace = self.rundir.trace("run", design)
         # A group of its own per run: the broker keeps group state between runs, and ZooKeeper's root is shared.
         self.group = f"lab-{self.scenario.name}-{self.run_id.rsplit('-', 1)[1]}"
+        self.state = RunState.CREATED
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        # (membership change number, when by the monotonic clock, when by the wall clock members stamp records with)
-        self._pending_change: tuple[int, float, float] | None = None
-        self._offsets = {step.index: step.offset for step in case.steps}
-        self._changes = 0
+        self.changes = ChangeTracker(self.trace, {step.index: step.offset for step in case.steps}, design,
+                                     self.rundir.path / "logs", self._stop)
         self._next_member = 0
         indices = [self.scenario.group.members - 1, *(i for step in case.steps for i in step.members)]
         self._name_width = name_width(max(indices))  # names padded alike in every run of the case (naming.py)
@@ -100,16 +114,18 @@ class CaseRun:
     # --- the run ---------------------------------------------------------------------------------------
 
     def run(self) -> Path:
+        self._transition(RunState.SETUP)
         zk_router = SinkRouter()
         zk_proxies = self.servers.zookeeper_proxies(zk_router)
+        self.links = MemberLinks(self.scenario, zk_proxies, self.servers.kafka_proxy, self.servers.chroot)
         admin = ZkClient(self.servers.direct_zookeeper, session_timeout_ms=10000, log_id="lab-admin")
         driver: DesignDriver | None = None
         samplers: list[MntrSampler] = []
-        status, error = "failed", None
+        outcome, error = RunState.FAILED, None
         try:
             zk_router.route(self.trace.sink("wire", proto="zk"))
             self.servers.kafka_router.route(self.trace.sink("wire", proto="kafka"))
-            self._reset_kafka_links()
+            self.links.reset_kafka()
             self._phase("setup")
             admin.start()
             topics = self._setup(admin)
@@ -117,44 +133,46 @@ class CaseRun:
             for i, host in enumerate(self.servers.zookeeper):
                 samplers.append(MntrSampler(*host_port(host), sink=self._mntr_sink(i), interval_s=1.0,
                                             name=f"lab-mntr{i}").start())
-
-            def connect(name: str) -> str:
-                for proxy in zk_proxies:
-                    if not _has_port(proxy, name):
-                        proxy.add_link(name)
-                return ",".join(f"{proxy.host}:{proxy.port(name)}" for proxy in zk_proxies) + self.servers.chroot
-
-            self.zk_proxies = zk_proxies
-            env = LabEnvironment(self.rundir, self.case, self.group, topics, connect,
+            env = LabEnvironment(self.rundir, self.case, self.group, topics, self.links.connect,
                                  self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
             driver = make_driver(self.design, self.process_mode)
             driver.start(env)
+            self._transition(RunState.STARTING)
             self._start_observers(driver)
             self._phase("initial")
             self._start_initial_group(driver)
             self._phase("settled")
+            self._transition(RunState.CHURN)
             settled = self._churn(driver, admin, topics)
             self._phase("done")
+            self._transition(RunState.DRAINING)
             self._stop_load(drain=True)
             if settled:
-                status = "completed"
+                outcome = RunState.COMPLETED
             else:  # its time to stable is unknown, not the timeout: the run must not count as a complete one
-                status = "unsettled"
+                outcome = RunState.UNSETTLED
                 error = (f"the group did not become stable within settle_timeout ({self.scenario.settle_timeout:.0f} s)"
                          " after the last change")
         except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted (SIGINT)"
+            outcome, error = RunState.INTERRUPTED, "interrupted (SIGINT)"
             raise
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            self._transition(RunState.STOPPING)
             self._stop.set()
             self._stop_load(drain=False)
-            ports = self._ports(zk_proxies)
+            ports = self._ports()
             stats = self._shutdown(driver, samplers, zk_proxies, admin, zk_router)
-            self.rundir.finish(status, error, stats=stats, ports=ports)
+            self._transition(outcome)
+            self.rundir.finish(self.state.value, error, stats=stats, ports=ports)
         return self.rundir.path
+
+    def _transition(self, to: RunState) -> None:
+        """The only place the state changes; raises ``IllegalTransition`` for a move the graph lacks."""
+        self.state = check_transition(self.run_id, self.state, to)
+        log.debug("run %s: %s", self.run_id, to.name)
 
     def _start_load(self, topics: dict[str, int]) -> None:
         """The scenario's `[load]`, straight to the broker (not through the proxy: not a member's cost), from
@@ -187,7 +205,8 @@ class CaseRun:
             for _ in range(wave):
                 self._join(driver, self._name(self._allocate()))
             remaining -= wave
-            self._await_stable(driver, self.scenario.settle_timeout, f"the initial group ({self._next_member} members)")
+            self.changes.await_stable(driver, self.scenario.settle_timeout,
+                                      f"the initial group ({self._next_member} members)")
 
     def _setup(self, admin: ZkClient) -> dict[str, int]:
         topics = {}
@@ -215,15 +234,15 @@ class CaseRun:
                 resumes += self._apply(step, driver, admin, topics, t0)
             for due, name in [r for r in resumes if r[0] <= now]:
                 resumes.remove((due, name))
-                self._membership("resume", [name], -1)
+                self.changes.membership("resume", [name], -1)
                 driver.resume(name)
-            self._track_stability(driver)
+            self.changes.track(driver)
             if now >= self.scenario.duration and not steps and not resumes:
                 break
-            time.sleep(_POLL_S)
-        if self._pending_change is not None:  # give the last change its settle time
-            return self._await_stable(driver, self.scenario.settle_timeout, "the group after the last change",
-                                      fail=False)
+            time.sleep(POLL_S)
+        if self.changes.pending:  # give the last change its settle time
+            return self.changes.await_stable(driver, self.scenario.settle_timeout, "the group after the last change",
+                                             fail=False)
         return True
 
     def _apply(self, step, driver: DesignDriver, admin: ZkClient, topics: dict[str, int],
@@ -236,14 +255,14 @@ class CaseRun:
                 if i and action.interval:
                     time.sleep(action.interval)
                 self._allocate(index)
-                self._membership("join", [self._name(index)], step.index)
+                self.changes.membership("join", [self._name(index)], step.index)
                 self._join(driver, self._name(index))
             return resumes
         if step.kind == "add_partitions":
             topic = self._topic_names[action.topic]
             # The change is timed from the request: members may react before the controller's znodes are all
             # written, which is when alter_partitions returns.
-            self._membership("add_partitions", [], step.index, topic=topic, total=action.total)
+            self.changes.membership("add_partitions", [], step.index, topic=topic, total=action.total)
             self._add_partitions(admin, topic, action.total, topics)
             return resumes
         if step.kind == "kill_zk_leader":
@@ -253,27 +272,27 @@ class CaseRun:
                 raise LabRunError("kill_zk_leader needs the embedded 3-server ensemble (zk_servers = 3)")
             from zkconsumer.embedded.process import kill_process
 
-            self._membership("kill_zk_leader", [], step.index, server=leader.server_id)
+            self.changes.membership("kill_zk_leader", [], step.index, server=leader.server_id)
             kill_process(leader.process)
             return resumes
         if step.kind == "delay":
             for name in names or driver.live_members():
-                self._delay(name, action.target, action.delay_ms, action.jitter_ms)
-            self._membership("delay", names, step.index, target=action.target, delay_ms=action.delay_ms)
+                self.links.delay(name, action.target, action.delay_ms, action.jitter_ms)
+            self.changes.membership("delay", names, step.index, target=action.target, delay_ms=action.delay_ms)
             return resumes
         # Each change is recorded before it is made: a leave returns only once the member's process has exited,
         # a second or more after its peers saw it go and rebalanced, so a record written afterwards would start the
         # change after its effects (and time to stable would read as the poll interval).
         for name in names:
             if step.kind == "restart":
-                self._membership(action.stop, [name], step.index)
+                self.changes.membership(action.stop, [name], step.index)
                 (driver.kill if action.stop == "kill" else driver.leave)(name)
                 if action.delay:
                     time.sleep(action.delay)
-                self._membership("join", [name], step.index, restart=True)
+                self.changes.membership("join", [name], step.index, restart=True)
                 self._join(driver, name)
                 continue
-            self._membership(step.kind, [name], step.index)
+            self.changes.membership(step.kind, [name], step.index)
             if step.kind == "leave":
                 driver.leave(name)
             elif step.kind == "kill":
@@ -293,56 +312,7 @@ class CaseRun:
         alter_partitions(admin, topic, total, self.servers.broker)
         topics[topic] = total
 
-    # --- stability, observation ------------------------------------------------------------------------
-
-    def _membership(self, action: str, members: list[str], step: int, **extra: Any) -> None:
-        offset = self._offsets.get(step)
-        if offset:  # the drawn part of the step's time (its spread): the phase it ran at, for the analysis
-            extra.setdefault("offset_s", offset)
-        self.trace.write("membership", action=action, members=members, step=step, **extra)
-        if action in CHANGE_ACTIONS:
-            self._changes += max(1, len(members))
-            self._pending_change = (self._changes, time.monotonic(), time.time())
-
-    def _track_stability(self, driver: DesignDriver) -> None:
-        """Time to stable, measured alike on every design: the check (`driver.stable()`) says the group is stable;
-        the moment it became so is when the last member reached the state the check accepted, as that member
-        wrote it (`driver.stable_since()`). Polling time is kept beside it (`polled_s`): it adds the poll interval
-        and the check's own reads, which differ between designs (the ZooKeeper check reads every registration and
-        owner node, the coordinator's reads nothing), so it is not what is compared. If no member changed state
-        after the change (nothing needed to move), the poll time is all there is (`basis` "poll")."""
-        if self._pending_change is None or not driver.stable():
-            return
-        change, since, wall = self._pending_change
-        polled = time.monotonic() - since
-        reached = driver.stable_since()
-        if reached is not None and reached >= wall:
-            duration, basis = reached - wall, "events"
-        else:
-            duration, basis = polled, "poll"
-        self.trace.write("stable", generation_or_rebalance=change, duration_s=duration, polled_s=polled,
-                         basis=basis)
-        self._pending_change = None
-
-    def _await_stable(self, driver: DesignDriver, timeout: float, what: str, fail: bool = True) -> bool:
-        began = time.monotonic()
-        deadline = began + timeout
-        while not self._stop.is_set():
-            failed = driver.failed() if hasattr(driver, "failed") else {}
-            if failed:
-                reasons = "; ".join(f"member {name} {why}" for name, why in failed.items())
-                raise LabRunError(f"{self.design} design: {reasons}")
-            if driver.stable():
-                if self._pending_change is not None:
-                    self._track_stability(driver)
-                return True
-            if time.monotonic() > deadline:
-                if fail:
-                    raise LabRunError(f"{what} did not become stable within {timeout:.0f} s on the {self.design} "
-                                      f"design: see the member logs in {self.rundir.path / 'logs'}")
-                return False
-            time.sleep(_POLL_S)
-        return False
+    # --- observation -----------------------------------------------------------------------------------
 
     def _start_observers(self, driver: DesignDriver) -> None:
         owners = getattr(driver, "owners", None)
@@ -366,31 +336,10 @@ class CaseRun:
 
         return write
 
-    # --- network ---------------------------------------------------------------------------------------
-
-    def _apply_network(self, name: str) -> None:
-        index = int(name[1:])
-        for rule in self.scenario.network:
-            selector = rule.members
-            if selector.kind == "all" or index in selector.indices:
-                self._delay(name, rule.target, rule.delay_ms, rule.jitter_ms)
-
-    def _delay(self, name: str, target: str, delay_ms: int, jitter_ms: int) -> None:
-        if target == "zookeeper":
-            for proxy in self.zk_proxies:
-                proxy.delay(name, delay_ms, jitter_ms)
-        else:
-            self.servers.kafka_proxy.delay(name, delay_ms, jitter_ms)
-
-    def _reset_kafka_links(self) -> None:
-        for link in self.servers.kafka_proxy.links.values():
-            link.restore()
-            link.delay(0, 0)
-
     # --- helpers ---------------------------------------------------------------------------------------
 
     def _join(self, driver: DesignDriver, name: str) -> None:
-        self._apply_network(name)  # before it connects: a far member is far from its first packet
+        self.links.apply_rules(name)  # before it connects: a far member is far from its first packet
         driver.join(name)
 
     def _name(self, index: int) -> str:
@@ -406,9 +355,9 @@ class CaseRun:
         self.progress(phase)
         self.trace.write("phase", phase=phase)
 
-    def _ports(self, zk_proxies: list) -> dict[str, Any]:
+    def _ports(self) -> dict[str, Any]:
         """Every port this run and its servers listened on (recorded so a test can check they are closed)."""
-        links = {name: proxy.port(name) for proxy in zk_proxies for name in proxy.links if _has_port(proxy, name)}
+        links = self.links.zookeeper_ports()
         kafka = self.servers.kafka
         return {"kafka_proxy": self.servers.kafka_proxy.port, "broker": host_port(self.servers.broker)[1],
                 "broker_listeners": [lst.port for lst in kafka.listeners] if kafka is not None else [],
@@ -434,11 +383,3 @@ class CaseRun:
         admin.close()
         self.trace.close()
         return stats
-
-
-def _has_port(proxy: Any, name: str) -> bool:
-    try:
-        proxy.port(name)
-        return True
-    except KeyError:
-        return False

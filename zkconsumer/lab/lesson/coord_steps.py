@@ -29,6 +29,7 @@ from zkconsumer.lab.lesson.model import Step, code_ref, partition_key
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
 from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 from zkconsumer.lab.run import CaseRun
+from zkconsumer.lab.run_stability import ChangeTracker
 from zkconsumer.lab.sim.coordinator import COMPLETING, EMPTY, PREPARING, STABLE, _Model
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "FindCoordinator")
@@ -80,7 +81,7 @@ class CoordinatorSteps:
             elif r["type"] == "stable":
                 self._step(r, "stable", f"group stable again, {r['duration_s']:.2f} s after the change",
                            "every live member holds an assignment of one generation, together covering all",
-                           CaseRun._track_stability, "—")
+                           ChangeTracker.track, "—")
         return self.replay.finish(self._derive)
 
     def _derive(self, state: dict[str, Any]) -> dict[str, Any]:

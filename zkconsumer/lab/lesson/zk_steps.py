@@ -23,6 +23,7 @@ from zkconsumer.connector import ZookeeperConsumerConnector
 from zkconsumer.lab.lesson.model import Step, code_ref, member_of_thread, partition_key, short_thread, znode
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
 from zkconsumer.lab.run import CaseRun
+from zkconsumer.lab.run_stability import ChangeTracker
 from zkconsumer.registration import register
 from zkconsumer.zookeeper.group import ZkGroupStore
 
@@ -134,7 +135,7 @@ class ZkSteps:
     def _on_stable(self, r: dict[str, Any]) -> None:
         self._step(r, "stable", f"group stable again, {r['duration_s']:.2f} s after the change",
                    "owner nodes match what the strategy prescribes and every member owns its share",
-                   CaseRun._track_stability, "—")
+                   ChangeTracker.track, "—")
 
     def _on_consume(self, r: dict[str, Any]) -> None:
         """What the application got: against the offset a new owner starts from, the duplicates."""

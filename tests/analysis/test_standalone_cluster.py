@@ -18,7 +18,7 @@ from listening import listening_of
 from pyspark.sql import DataFrame, SparkSession
 
 from zkconsumer.lab.analysis import AnalysisResult
-from zkconsumer.lab.analysis.standalone import group_members, standalone_cluster
+from zkconsumer.lab.analysis.standalone import QUICK_JVM, group_members, standalone_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -73,6 +73,8 @@ def test_the_job_on_a_standalone_cluster_writes_the_local_tables(
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     with standalone_cluster(workers=2, cores=1, memory="1g", work_dir=tmp_path, watch=session_lifeline.watch) as cl:
         argv = [str(SPARK_SUBMIT), "--master", cl.master_url, "--conf", "spark.ui.enabled=false",
+                # a few rows per table: the JVMs' start and JIT cost most, and C1 alone halves the job's time here
+                "--driver-java-options", QUICK_JVM, "--conf", f"spark.executor.extraJavaOptions={QUICK_JVM}",
                 # every executor registered before the first task, so both workers take part from the start
                 "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                 "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=300s",

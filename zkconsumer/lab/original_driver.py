@@ -26,7 +26,8 @@ from typing import Any
 from zkconsumer.embedded.process import java_executable
 from zkconsumer.interop import original
 from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.zk_driver import HostProcess, ZkDriver
+from zkconsumer.lab.host_process import HostProcess
+from zkconsumer.lab.zk_driver import ZkDriver
 from zkconsumer.lab.zk_member import ZkMemberSettings
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,7 @@ class _ProcessMember:
         self.jvm.stop()
 
     def error(self) -> str | None:
-        with self.jvm._lock:
-            failure = self.jvm.failures.get(self.name)
+        failure = self.jvm.failure(self.name)
         if failure is not None:
             return f"failed to start: {failure}: see {self.jvm.log_file.name}"
         code = self.jvm.exit_code()
@@ -161,8 +161,7 @@ class _ThreadMember:
         self.host.leave(self.name)
 
     def error(self) -> str | None:
-        with self.host._lock:
-            failure = self.host.failures.get(self.name)
+        failure = self.host.failure(self.name)
         if failure is not None:
             return f"failed to start: {failure}: see {self.host.log_file.name}"
         code = self.host.exit_code()

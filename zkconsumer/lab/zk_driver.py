@@ -26,14 +26,13 @@ from kazoo.client import KazooClient
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
+from zkconsumer.lab.host_process import HOST_STOP_S, STOP_S, HostProcess
 from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
 from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.group import read_group_snapshot
 
 log = logging.getLogger(__name__)
-_STOP_S = 10.0
-_HOST_STOP_S = 30.0
 # Members per host process. At N = 128 on 2 cores, hosts of 32 spent 0.44 ms of CPU per request against 0.57 ms
 # for hosts of 64: fewer threads behind each GIL (docs/lab.md, "Large groups").
 MEMBERS_PER_HOST = 32
@@ -63,12 +62,12 @@ class _ProcessMember:
             self.signal(signal.SIGCONT)
             self.signal(signal.SIGTERM)
             try:
-                self.proc.wait(_STOP_S)
+                self.proc.wait(STOP_S)
             except subprocess.TimeoutExpired:
-                log.warning("lab member %s did not leave within %.0f s: killing it", self.settings.name, _STOP_S)
+                log.warning("lab member %s did not leave within %.0f s: killing it", self.settings.name, STOP_S)
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait(_STOP_S)
+        self.proc.wait(STOP_S)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         self.log_file.close()
@@ -77,102 +76,6 @@ class _ProcessMember:
         if self.proc.poll() is None:
             return None
         return f"exited with code {self.proc.returncode}: see {self.log_file.name}"
-
-
-class HostProcess:
-    """A process hosting lab members, driven by one command per stdin line and replying one JSON object per stdout
-    line (`failed`, `left`, `stopped`): ours (`_MemberHost`) and the original's JVM (`original_driver._Jvm`).
-    Subclasses say how a command is written (`_encode`). The end of its stdin (the lab gone, even by kill -9)
-    makes the host stop its members, so it cannot outlive the lab."""
-
-    stop_wait_s = _HOST_STOP_S  # how long its members may take to leave at `stop`
-
-    def __init__(self, name: str, log_path: Path, argv: list[str], **popen: Any) -> None:
-        self.name = name
-        self.members: set[str] = set()  # hosted and not left
-        self.failures: dict[str, str] = {}
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._left: dict[str, threading.Event] = {}
-        self._stopped = threading.Event()
-        self.log_file = open(log_path, "a", encoding="utf-8")  # closed in stop()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
-                                     text=True, encoding="utf-8", bufsize=1, **popen)
-        self._reader = threading.Thread(target=self._read, name=f"lab-{name}-replies", daemon=True)
-        self._reader.start()
-
-    def _encode(self, command: dict[str, Any]) -> str:
-        return json.dumps(command, separators=(",", ":"))
-
-    def _joining(self, name: str, command: dict[str, Any]) -> None:
-        with self._lock:
-            self.members.add(name)
-            self.failures.pop(name, None)
-        self._send(command)
-
-    def leave(self, name: str) -> None:
-        """Stop member `name` gracefully and wait until it has left."""
-        left = threading.Event()
-        with self._lock:
-            self.members.discard(name)
-            self._left[name] = left
-        if self._send({"op": "leave", "name": name}) and not left.wait(_STOP_S * 2):
-            log.warning("lab member %s (on %s) did not leave within %.0f s", name, self.name, _STOP_S * 2)
-
-    def signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-
-    def exit_code(self) -> int | None:
-        return self.proc.poll()
-
-    def stop(self) -> None:
-        """Every member leaves (in parallel, inside the host), then the host ends; killed if it does not."""
-        if self._send({"op": "stop"}):
-            self._stopped.wait(self.stop_wait_s)
-        try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        self._wait_or_kill()
-
-    def _wait_or_kill(self) -> None:
-        try:
-            self.proc.wait(_STOP_S)
-        except subprocess.TimeoutExpired:
-            log.warning("lab member host %s did not end: killing it", self.name)
-            self.proc.kill()
-            self.proc.wait(_STOP_S)
-        self._reader.join(_STOP_S)
-        self.log_file.close()
-
-    def _send(self, command: dict[str, Any]) -> bool:
-        try:
-            with self._write_lock:  # not _lock: the reply reader must never wait behind a full pipe
-                self.proc.stdin.write(self._encode(command) + "\n")  # type: ignore[union-attr]
-                self.proc.stdin.flush()  # type: ignore[union-attr]
-            return True
-        except (OSError, ValueError):  # the host is gone: failed() reports it
-            return False
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            try:
-                reply = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            name, event = reply.get("name"), reply.get("event")
-            with self._lock:
-                if event == "failed":
-                    self.failures[name] = reply.get("error", "")
-                elif event == "left" and name in self._left:
-                    self._left.pop(name).set()
-            if event == "stopped":
-                self._stopped.set()
-        with self._lock:
-            for left in self._left.values():
-                left.set()
-        self._stopped.set()
 
 
 class _MemberHost(HostProcess):
@@ -202,8 +105,7 @@ class _ThreadMember:
         self.host.leave(self.name)
 
     def error(self) -> str | None:
-        with self.host._lock:
-            failure = self.host.failures.get(self.name)
+        failure = self.host.failure(self.name)
         if failure is not None:
             return f"failed to start: {failure}"
         code = self.host.exit_code()
@@ -308,7 +210,7 @@ class ZkDriver:
         stoppers += [threading.Thread(target=h.stop, name=f"lab-stop-{h.name}", daemon=True) for h in hosts]
         for thread in stoppers:
             thread.start()
-        deadline = time.monotonic() + _HOST_STOP_S + _STOP_S * 3
+        deadline = time.monotonic() + HOST_STOP_S + STOP_S * 3
         for thread in stoppers:
             thread.join(max(0.0, deadline - time.monotonic()))
         for tail in tails.values():

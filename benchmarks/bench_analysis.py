@@ -214,6 +214,9 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="generate into (and keep) this directory")
     parser.add_argument("--runs-from", type=Path, help="analyse these runs (from an earlier --keep) instead")
     parser.add_argument("--driver-memory", default="2g", help="the JVM heap (spark.driver.memory)")
+    parser.add_argument("--master", default=None, metavar="URL",
+                        help="a Spark cluster, e.g. spark://host:7077 (default local[2]; docs/analysis.md); the JVM "
+                             "figures are then the driver's, its executors apart")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     runs = args.runs_from or root / "runs"
@@ -224,8 +227,8 @@ def main() -> int:
         print(f"generated {events:,} events in {args.runs} runs ({size / 2**20:.0f} MiB of JSON lines) in "
               f"{time.perf_counter() - began:.1f} s")
     began = time.perf_counter()
-    spark = session("bench-analysis", driver_memory=args.driver_memory)
-    print(f"Spark session (local[2]) started in {time.perf_counter() - began:.1f} s")
+    spark = session("bench-analysis", driver_memory=args.driver_memory, master=args.master)
+    print(f"Spark session ({spark.sparkContext.master}) started in {time.perf_counter() - began:.1f} s")
     began, cpu = time.perf_counter(), jvm_cpu_seconds(spark)
     result = analyze([runs], root / "out", spark)
     seconds = time.perf_counter() - began

@@ -3,6 +3,8 @@
     with standalone_cluster(workers=2) as cluster:
         spark-submit --master {cluster.master_url} zkconsumer/lab/analysis/job.py ...
 
+    python -m zkconsumer.lab.analysis.standalone [--workers 2]     # prints the master URL; up until Ctrl-C
+
 It is the cluster a user would point the job at (docs/analysis.md, "On a Spark cluster"), only smaller: the same
 `org.apache.spark.deploy.master.Master` and `...worker.Worker` daemons that Spark's `sbin/start-*.sh` scripts run,
 started through `bin/spark-class` of the installed pyspark, so the job meets real executors in JVMs of their
@@ -21,6 +23,7 @@ importable there because it is installed in that interpreter, as it must be on a
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -28,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -200,3 +204,33 @@ def stop_group(record: ProcessRecord, leader: subprocess.Popen) -> None:
     left = group_members(record.pid)
     if left:
         raise EmbeddedError(f"could not stop {record.name}: pids {left} of its group are still running")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start a cluster, print its master URL, keep it up until Ctrl-C or SIGTERM, then stop it. A watchdog
+    process (embedded/lifeline.py) stops the daemons should this process be killed outright."""
+    from zkconsumer.embedded.lifeline import Lifeline
+
+    parser = argparse.ArgumentParser(prog="python -m zkconsumer.lab.analysis.standalone",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1, help="cores per worker")
+    parser.add_argument("--memory", default="1g", help="memory per worker, for its executors")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    lifeline = Lifeline()
+    try:
+        with standalone_cluster(args.workers, cores=args.cores, memory=args.memory, watch=lifeline.watch) as cluster:
+            print(f"master: {cluster.master_url}  (web UI {cluster.web_url}; Ctrl-C stops it)", flush=True)
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        lifeline.cut()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -57,14 +57,14 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         cached.append(done)
         return done
 
-    frame = build(spark, records)
+    frame = build(records, keep)
     bounds, changes, windows = frame.bounds, frame.changes, frame.windows
     counts = keep(wire_counts(records, windows))
     rebalances = keep(rebalance_counts(records, windows))
     events = keep(ownership_events(records))
     iv = keep(intervals(events, bounds, records))
     ov = keep(overlaps(iv, windows))
-    own = keep(ownership_per_change(spark, iv, events, frame.window_rows, runs))
+    own = keep(ownership_per_change(iv, events, windows, runs))
     stw = keep(stop_the_world(events, windows))
     delivery, gaps = audit(records, keep)
     noticed = keep(split_per_change(records, changes))  # time to stable = noticing_s + rebalancing_s

@@ -19,12 +19,12 @@ partitions up to getting some back.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from zkconsumer.lab.analysis import owner_nodes as wire
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
-from zkconsumer.lab.analysis.windows import WINDOWS_SCHEMA, attach_change
+from zkconsumer.lab.analysis.windows import attach_change
 
 START, END = 1, 0  # at one instant an end sorts before a start: a hand-over, not an overlap
 
@@ -129,22 +129,19 @@ def coverage(iv: DataFrame) -> DataFrame:
             .drop("island"))
 
 
-def ownership_per_change(spark: SparkSession, iv: DataFrame, events: DataFrame, window_rows: list[tuple],
-                         runs: DataFrame) -> DataFrame:
+def ownership_per_change(iv: DataFrame, events: DataFrame, windows: DataFrame, runs: DataFrame) -> DataFrame:
     """Per change window: unowned_partition_s and convergence_s.
 
     unowned_partition_s: window length x partitions, less the time each partition was fetched by someone.
     convergence_s: from the window's start to its last ownership event, if every partition is fetched after it
     (null when the window ends with some partition unowned). The partition count is the scenario's, or the
     number seen fetched when that is larger (partitions added during the run)."""
-    windows = spark.createDataFrame(window_rows, WINDOWS_SCHEMA)
-    # The last ownership event of each window: a handful of rows, merged into the windows here.
-    last = {(r["run_id"], r["change_index"]): r["last"] for r in
-            attach_change(events.select("run_id", "ts"), windows).filter(F.col("change_index") > 0)
-            .groupBy("run_id", "change_index").agg(F.max("ts").alias("last")).collect()}
-    at_rows = [(run_id, index, start, end, last.get((run_id, index), start))
-               for run_id, index, start, end, _ in window_rows if index > 0]
-    at = spark.createDataFrame(at_rows, "run_id string, change_index int, win_start double, win_end double, at double")
+    changes = windows.filter(F.col("change_index") > 0)
+    last = (attach_change(events.select("run_id", "ts"), changes).filter(F.col("change_index").isNotNull())
+            .groupBy("run_id", "change_index").agg(F.max("ts").alias("last_event")))
+    at = (changes.join(last, ["run_id", "change_index"], "left")
+          .select("run_id", "change_index", "win_start", "win_end",
+                  F.coalesce("last_event", "win_start").alias("at")))
     islands = coverage(iv)
     # Every island against every window of its run (few of each): the time it covers in the window, whether it
     # covers the window's last event, and (over the whole run) how many partitions were ever fetched.

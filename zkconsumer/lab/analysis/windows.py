@@ -15,16 +15,15 @@ the leaver gave its partitions up before the record's time. A leave's window the
 last ownership event before the record when that event is a stop (`window_start` <= `change_ts`); every other
 change's window starts at its record.
 
-A run has a handful of these records, so they are collected in one query and the windows are built here, in
-plain Python, then handed back to Spark as small tables.
+Everything is built in Spark, run by run: a run has a handful of changes, and nothing of it goes to the driver.
 """
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -60,12 +59,43 @@ class Windows:
     bounds: DataFrame  # per run (BOUNDS_SCHEMA): churn_start (settled), churn_end (done, else the last record), ...
     changes: DataFrame  # one row per change-starting membership record (CHANGES_SCHEMA), with its `stable`
     windows: DataFrame  # run_id, change_index (0 = settled to the first change), win_start, win_end, last
-    window_rows: list[tuple]  # the same windows as Python tuples (WINDOWS_SCHEMA)
 
 
-def build(spark: SparkSession, records: DataFrame) -> Windows:
+def build(records: DataFrame, keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> Windows:
+    """Every run's bounds, changes and windows, built in Spark from its phase, membership and stable records and
+    its members' ownership events; `keep` materialises the three small frames, which every table reads."""
+    type_ = F.col("type")
+    phase = F.struct(
+        F.max("ts").alias("run_end"),
+        F.min(F.when((type_ == "phase") & (F.col("phase") == "settled"), F.col("ts"))).alias("settled"),
+        F.min(F.when((type_ == "phase") & (F.col("phase") == "done"), F.col("ts"))).alias("done"))
+    runs = records.groupBy("run_id").agg(phase.alias("p")).select("run_id", "p.*")
+    runs = runs.withColumn("churn_end", F.coalesce("done", "run_end"))
+    numbered = _numbered(records)
+    starts = _starts(records, numbered, runs)
+    changes = keep(_changes(records, numbered, starts, runs))
+    return Windows(keep(_bounds(records, changes, runs)), changes, keep(_windows(changes, runs)))
+
+
+def _numbered(records: DataFrame) -> DataFrame:
+    """The change-starting membership records, numbered as the orchestrator numbers them: change_index in time
+    order (then step), and change_number, where each record adds max(1, members)."""
+    order = Window.partitionBy("run_id").orderBy("ts", F.coalesce("step", F.lit(0)), "action",
+                                                 F.array_join("members", ","))
+    weight = F.when(F.col("members").isNull(), 1).otherwise(F.greatest(F.lit(1), F.size("members")))
+    return (records.filter((F.col("type") == "membership") & F.col("action").isin(*WINDOW_ACTIONS))
+            .select("run_id", "design", "ts", "action", "members", "step", weight.alias("weight"))
+            .withColumn("change_index", F.row_number().over(order))
+            .withColumn("change_number", F.sum("weight").over(order.rowsBetween(Window.unboundedPreceding, 0))))
+
+
+def _starts(records: DataFrame, numbered: DataFrame, runs: DataFrame) -> DataFrame:
+    """run_id, starts (each change's window start, by change_index - 1).
+
+    A leave starts at a leaver's last ownership event before its record when that event is a stop and later than
+    the previous change's start (or `settled`). That floor is the previous start, itself possibly moved, so the
+    starts are folded over each run's changes in order (a handful per run)."""
     kind, type_ = F.col("kind"), F.col("type")
-    marker = type_.isin("phase", "membership", "stable")
     # each member's ownership events, to find a leaver's last one (1 = a start, 0 = a stop)
     # (the original design's members report none: its owner-node creates and deletes on the wire stand in,
     # owner_nodes.py, and so does its closing the session, which deletes them)
@@ -75,75 +105,87 @@ def build(spark: SparkSession, records: DataFrame) -> Windows:
            .when((type_ == "generation") & kind.isin("revoked", "lost"), 0)
            .when(wire.from_wire() & wire.claimed(), 1)
            .when(wire.from_wire() & (wire.deleted() | wire.session_closed()), 0))
-    # Two light queries rather than one: collecting lists while aggregating every line costs more than a filter.
-    ends = dict(records.groupBy("run_id").agg(F.max("ts")).collect())
-    rows = (records.filter(marker | own.isNotNull())
-            .select("run_id", "ts", "type", "phase", "design", "action", "members", "step", "generation_or_rebalance",
-                    "duration_s", F.coalesce("member", "link").alias("member"), own.alias("start")).collect())
-    marks: dict[str, list[dict]] = {run_id: [] for run_id in ends}
-    ownership: dict[str, dict[str, list[tuple[float, int]]]] = {run_id: {} for run_id in ends}
-    for row in rows:
-        if row["start"] is None:
-            marks[row["run_id"]].append(row.asDict())
-        else:
-            ownership[row["run_id"]].setdefault(row["member"], []).append((row["ts"], row["start"]))
-    bounds, changes, windows = [], [], []
-    for run_id, run_end in ends.items():
-        b, c, w = run_windows(run_id, run_end, marks[run_id], ownership[run_id])
-        bounds.append(b)
-        changes += c
-        windows += w
-    return Windows(spark.createDataFrame(bounds, BOUNDS_SCHEMA), spark.createDataFrame(changes, CHANGES_SCHEMA),
-                   spark.createDataFrame(windows, WINDOWS_SCHEMA), windows)
+    events = (records.filter(own.isNotNull())
+              .select("run_id", F.coalesce("member", "link").alias("member"), F.col("ts").alias("e_ts"),
+                      own.alias("start")))
+    leavers = (numbered.filter(F.col("action") == "leave")
+               .select("run_id", "change_index", "ts", F.explode("members").alias("member")))
+    # a leaver's last event at or before the record (the latest; a start wins a tie, as in a tuple's max)
+    last = (leavers.join(events, ["run_id", "member"]).filter(F.col("e_ts") <= F.col("ts"))
+            .groupBy("run_id", "change_index", "member")
+            .agg(F.max(F.struct(F.col("e_ts").alias("ts"), "start")).alias("last"))
+            .groupBy("run_id", "change_index").agg(F.collect_list("last").alias("lasts")))
+    per_run = (numbered.join(last, ["run_id", "change_index"], "left")
+               .groupBy("run_id")
+               .agg(F.array_sort(F.collect_list(F.struct("change_index", "ts", "lasts"))).alias("changes"))
+               .join(runs.select("run_id", "settled"), "run_id"))
+    initial = F.struct(F.coalesce("settled", F.lit(float("-inf"))).alias("floor"),
+                       F.array().cast("array<double>").alias("starts"))
+
+    def fold(acc: Column, change: Column) -> Column:
+        stops = F.filter(F.coalesce(change["lasts"], F.array()),
+                         lambda e: (e["start"] == 0) & (e["ts"] > acc["floor"]))
+        start = F.least(change["ts"], F.array_min(F.transform(stops, lambda e: e["ts"])))
+        return F.struct(start.alias("floor"), F.concat(acc["starts"], F.array(start)).alias("starts"))
+
+    return per_run.select("run_id", F.aggregate("changes", initial, fold)["starts"].alias("starts"))
 
 
-def run_windows(run_id: str, run_end: float, marks: list[dict],
-                ownership: dict[str, list[tuple[float, int]]] | None = None) -> tuple[tuple, list[tuple], list[tuple]]:
-    """One run's (bounds row, change rows, window rows) from its phase, membership and stable records and its
-    members' ownership events (member -> [(ts, 1 for a start, 0 for a stop)])."""
-    def phase(name: str) -> float | None:
-        return min((m["ts"] for m in marks if m["type"] == "phase" and m["phase"] == name), default=None)
+def _changes(records: DataFrame, numbered: DataFrame, starts: DataFrame, runs: DataFrame) -> DataFrame:
+    """CHANGES_SCHEMA: each change with its window (to the next change's start; the last to `done`) and its first
+    `stable` record, which names it by its change number."""
+    stable = (records.filter(F.col("type") == "stable")
+              .groupBy("run_id", F.col("generation_or_rebalance").alias("change_number"))
+              .agg(F.min(F.struct("ts", "duration_s")).alias("s")))
+    index = F.col("change_index")
+    start = F.element_at("starts", index)
+    end = F.when(index < F.size("starts"), F.element_at("starts", index + 1)).otherwise(
+        F.greatest("churn_end", start))
+    counted = F.when(F.col("action").isin(*COUNTED_ACTIONS), F.col("weight")).otherwise(0)
+    return (numbered.join(starts, "run_id").join(runs.select("run_id", "churn_end"), "run_id")
+            .join(stable, ["run_id", "change_number"], "left")
+            .select("run_id", "design", index.cast("int").alias("change_index"),
+                    F.col("change_number").cast("int").alias("change_number"), "action",
+                    F.coalesce(F.array_join("members", ","), F.lit("")).alias("change_members"),
+                    F.col("step").cast("int").alias("step"), F.col("weight").cast("int").alias("weight"),
+                    counted.cast("int").alias("counted"), F.col("ts").alias("change_ts"),
+                    start.alias("window_start"), end.alias("window_end"),
+                    F.col("s.duration_s").alias("stable_s"), F.col("s.ts").alias("stable_ts")))
 
-    ownership = ownership or {}
-    settled, done = phase("settled"), phase("done")
-    churn_end = done if done is not None else run_end
-    members = sorted((m for m in marks if m["type"] == "membership" and m["action"] in WINDOW_ACTIONS),
-                     key=lambda m: (m["ts"], m["step"] if m["step"] is not None else 0))
-    starts: list[float] = []
-    for m in members:
-        floor = starts[-1] if starts else (settled if settled is not None else float("-inf"))
-        start = m["ts"]
-        if m["action"] == "leave":
-            for name in m["members"] or ():
-                last = max((e for e in ownership.get(name, ()) if floor < e[0] <= m["ts"]), default=None)
-                if last is not None and last[1] == 0:
-                    start = min(start, last[0])
-        starts.append(start)
-    stable: dict[int, tuple[float, float]] = {}  # change number -> (duration_s, ts) of the first stable record
-    for m in sorted((m for m in marks if m["type"] == "stable"), key=lambda m: m["ts"]):
-        stable.setdefault(m["generation_or_rebalance"], (m["duration_s"], m["ts"]))
-    changes, windows = [], []
-    number = 0
-    for i, m in enumerate(members, start=1):
-        weight = max(1, len(m["members"] or ()))
-        number += weight
-        start = starts[i - 1]
-        end = starts[i] if i < len(members) else max(churn_end, start)
-        changes.append((run_id, m["design"], i, number, m["action"], ",".join(m["members"] or ()), m["step"], weight,
-                        weight if m["action"] in COUNTED_ACTIONS else 0, m["ts"], start, end,
-                        *stable.get(number, (None, None))))
-        windows.append((run_id, i, start, end, i == len(members)))
-    if settled is not None:
-        first = starts[0] if members else churn_end
-        windows.insert(0, (run_id, 0, settled, max(first, settled), not members))
-    def in_churn(ts: float) -> bool:
-        return settled is not None and settled <= ts and (done is None or ts <= done)
 
-    counted = [c for c in changes if in_churn(c[9])]
-    durations = sorted(m["duration_s"] for m in marks if m["type"] == "stable" and in_churn(m["ts"]))
-    facts = (sum(c[8] for c in counted), len(counted), max(durations, default=None),
-             statistics.median(durations) if durations else None, len(durations))
-    return (run_id, settled, churn_end, run_end, *facts), changes, windows
+def _in_churn(ts: Column) -> Column:
+    return F.col("settled").isNotNull() & (F.col("settled") <= ts) & (F.col("done").isNull() | (ts <= F.col("done")))
+
+
+def _bounds(records: DataFrame, changes: DataFrame, runs: DataFrame) -> DataFrame:
+    """BOUNDS_SCHEMA: the churn window, and what the summary counts in it (changes, stable records)."""
+    counted = (changes.join(runs, "run_id").filter(_in_churn(F.col("change_ts"))).groupBy("run_id")
+               .agg(F.sum("counted").alias("changes"), F.count(F.lit(1)).alias("membership_records")))
+    stable = (records.filter(F.col("type") == "stable").join(runs, "run_id").filter(_in_churn(F.col("ts")))
+              .groupBy("run_id").agg(F.max("duration_s").alias("time_to_stable_s"),
+                                     F.median("duration_s").alias("median_stable_s"),
+                                     F.count("duration_s").alias("stable_records")))
+    zero = F.lit(0)
+    return (runs.join(counted, "run_id", "left").join(stable, "run_id", "left")
+            .select("run_id", F.col("settled").alias("churn_start"), "churn_end", "run_end",
+                    F.coalesce("changes", zero).cast("int").alias("changes"),
+                    F.coalesce("membership_records", zero).cast("int").alias("membership_records"),
+                    "time_to_stable_s", "median_stable_s",
+                    F.coalesce("stable_records", zero).cast("int").alias("stable_records")))
+
+
+def _windows(changes: DataFrame, runs: DataFrame) -> DataFrame:
+    """WINDOWS_SCHEMA: each change's window, and window 0, the quiet time from `settled` to the first change."""
+    per_run = changes.groupBy("run_id").agg(F.count(F.lit(1)).alias("n"),
+                                            F.min_by("window_start", "change_index").alias("first"))
+    quiet = (runs.filter(F.col("settled").isNotNull()).join(per_run, "run_id", "left")
+             .select("run_id", F.lit(0).alias("change_index"), F.col("settled").alias("win_start"),
+                     F.greatest(F.coalesce("first", "churn_end"), "settled").alias("win_end"),
+                     F.col("n").isNull().alias("last")))
+    moving = (changes.join(per_run, "run_id")
+              .select("run_id", "change_index", F.col("window_start").alias("win_start"),
+                      F.col("window_end").alias("win_end"), (F.col("change_index") == F.col("n")).alias("last")))
+    return quiet.unionByName(moving).select(*[F.col(f.name).cast(f.dataType) for f in WINDOWS_SCHEMA.fields])
 
 
 def recovery_span(changes: list[dict], change: dict, margin_s: float = RECOVERY_MARGIN_S) -> tuple[float, float]:

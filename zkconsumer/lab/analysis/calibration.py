@@ -79,6 +79,7 @@ def predict_held_out(spark: SparkSession, runs: list[dict[str, Any]]
     tasks = [(n, p, s, tables["zk"] or None, tables["kafka"] or None) for n, p in sizes for s in SEEDS]
     context = spark.sparkContext
     context.pythonExec = sys.executable  # the workers need this interpreter (the project), as sweep.py does
+    # one small row per simulated (N, seed): the simulation's tasks, not trace events
     results = context.parallelize(tasks, numSlices=min(len(tasks), 2 * len(sizes))).map(simulate).collect()
     means: dict[tuple[int, int], dict[str, float | None]] = {}
     for n, p in sizes:

@@ -131,6 +131,7 @@ def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:
     x, y = F.col("n"), F.col("y")
     powers = [F.sum(x ** k).alias(f"sx{k}") for k in range(2 * MAX_DEGREE + 1)]
     cross = [F.sum(x ** k * y).alias(f"sxy{k}") for k in range(MAX_DEGREE + 1)]
+    # one row per sweep, metric and group size: the moments the normal equations need, a few dozen rows
     partials = (points.groupBy("scenario", "design", "process_mode", "metric", "n")
                 .agg(*powers, *cross, F.sum(y * y).alias("syy"), F.avg("y").alias("mean"),
                      F.count(y).alias("k"), (F.var_pop(y) * F.count(y)).alias("within"))

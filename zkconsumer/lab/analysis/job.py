@@ -123,6 +123,8 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
 
 
 def _rows(df: DataFrame) -> list[dict]:
+    # The report's rows, from the tables just written: per run, per change, per member stop or contention event
+    # in the churn, the TOP_OVERLAPS longest overlaps; never per trace line.
     return [r.asDict() for r in df.collect()]
 
 
@@ -202,6 +204,7 @@ def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], desig
         t0, lo = change["change_ts"], start - RECOVERY_MARGIN_S  # and some steady state before the change
         last = step[-1]  # its time to stable is counted from its own record (docs/lab.md)
         stable = None if last.get("stable_s") is None else last["change_ts"] + last["stable_s"] - t0
+        # one run's intervals around one churn step: a few per member and partition, what the chart draws
         rows = (intervals.filter((F.col("run_id") == run_id) & (F.col("end") > lo) & (F.col("start") < t1))
                 .select("member", "tp", "start", "end").collect())
         run = next(r for r in runs if r["run_id"] == run_id)

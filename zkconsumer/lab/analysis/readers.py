@@ -215,13 +215,14 @@ def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
                       F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
                       *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
               .cache())
+    # one row per trace file and input partition (a file spans more than one only when it is large)
     stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),
                                                     F.count("text").alias("bad")).collect()
     mapping, offsets, lines = _file_mapping(stats, files)
     mapping_df = F.broadcast(spark.createDataFrame(mapping, "file_uri string, run_id string, file string"))
     errors = []
     bad: dict[str, Any] = {}
-    if any(row["bad"] for row in stats):  # the reasons, for the (few) bad lines only
+    if any(row["bad"] for row in stats):  # the reasons, for the (few) bad lines only: one row per file
         offsets_df = spark.createDataFrame(offsets, "file_uri string, _pid int, base long, first long")
         bad = {r["file_uri"]: r for r in parsed.filter(F.col("bad"))
                .join(F.broadcast(offsets_df), ["file_uri", "_pid"])

@@ -10,7 +10,7 @@ import pytest
 from analysis_builders import PREDICT_TO, RunBuilder, split_coordinator, split_zk, sweep
 from pyspark.sql import SparkSession
 
-from zkconsumer.lab.analysis import AnalysisResult, analyze
+from zkconsumer.lab.analysis.job import AnalysisResult, analyze
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from zkconsumer.lab.analysis import AnalysisResult
+from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.summary import summarize
 
 

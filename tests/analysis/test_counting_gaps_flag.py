@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis_builders import BAD_LINES
 
-from zkconsumer.lab.analysis import AnalysisResult
+from zkconsumer.lab.analysis.job import AnalysisResult
 
 
 def test_a_run_with_bad_lines_is_flagged_in_the_runs_table_and_the_report(analysed: AnalysisResult, spark,

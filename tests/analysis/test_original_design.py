@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 from test_report import CHROMIUM, chromium, needs_chromium
 
-from zkconsumer.lab.analysis import AnalysisResult, analyze
+from zkconsumer.lab.analysis.job import AnalysisResult, analyze
 from zkconsumer.lab.analysis.predictions import comparable_runs, compare
 
 

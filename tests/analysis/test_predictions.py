@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from analysis_builders import PREDICT_TO
 
-from zkconsumer.lab.analysis import AnalysisResult
 from zkconsumer.lab.analysis.calibration import split
+from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.predictions import (
     CAPACITY,
     IDENTITY,

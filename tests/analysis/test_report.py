@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zkconsumer.lab.analysis import AnalysisResult
+from zkconsumer.lab.analysis.job import AnalysisResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(

@@ -17,7 +17,7 @@ from analysis_builders import PREDICT_TO
 from listening import listening_of
 from pyspark.sql import DataFrame, SparkSession
 
-from zkconsumer.lab.analysis import AnalysisResult
+from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.standalone import QUICK_JVM, group_members, standalone_cluster
 
 REPO = Path(__file__).resolve().parents[2]

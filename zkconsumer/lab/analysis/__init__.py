@@ -1,18 +1,7 @@
 """The lab's PySpark analysis job: run directories (docs/traces.md) in, Parquet tables and an HTML report out
-(docs/analysis.md)."""
+(docs/analysis.md). The entry points are in ``job`` (``analyze``, ``AnalysisResult``, ``main``).
 
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["AnalysisResult", "analyze", "main"]
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy, so that `python -m zkconsumer.lab.analysis.job` does not import job.py twice (once as the package's,
-    # once as __main__).
-    if name in __all__:
-        from zkconsumer.lab.analysis import job
-
-        return getattr(job, name)
-    raise AttributeError(name)
+The package re-exports nothing: an import of job.py here would run it twice under `python -m
+zkconsumer.lab.analysis.job` or spark-submit (once as this package's, once as __main__), and every module of the
+package that imports it would close an import cycle through it.
+"""

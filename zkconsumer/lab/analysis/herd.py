@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from zkconsumer.lab.analysis import owner_nodes as wire
+import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+import zkconsumer.lab.analysis.predictions as sim
 from zkconsumer.errors import InputError
-from zkconsumer.lab.analysis import predictions as sim
 from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute

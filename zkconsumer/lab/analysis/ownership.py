@@ -22,7 +22,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from zkconsumer.lab.analysis import owner_nodes as wire
+import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import attach_change
 

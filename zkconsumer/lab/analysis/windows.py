@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from zkconsumer.lab.analysis import owner_nodes as wire
+import zkconsumer.lab.analysis.owner_nodes as wire
 
 WINDOW_ACTIONS = ("join", "leave", "kill", "expire", "pause", "resume", "add_partitions")
 COUNTED_ACTIONS = ("join", "leave", "kill", "expire", "pause")

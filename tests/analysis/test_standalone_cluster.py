@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ class ListeningSampler:
     """Records every socket the cluster's processes and the submitted driver listen on while the job runs: the
     executors and their block managers exist only then."""
 
-    def __init__(self, pids) -> None:
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
         self.seen: set[tuple[str, int]] = set()
         self._pids = pids
         self._stop = threading.Event()

@@ -87,8 +87,9 @@ def standalone_cluster(workers: int = 2, *, cores: int = 1, memory: str = "1g", 
                        watch: Callable[[ProcessRecord], None] | None = None,
                        timeout: float = START_TIMEOUT_S) -> Iterator[StandaloneCluster]:
     """Start a master and `workers` workers (each `cores` cores and `memory` for executors) on 127.0.0.1, wait
-    until the master shows them all ALIVE, and stop every process on exit, whatever happened. `watch` is told of
-    each daemon as it starts (a watchdog that stops it should this process die without cleaning up)."""
+    until the master shows them all ALIVE, and stop every process on exit, whatever happened. Logs and the
+    workers' directories go to a temporary directory under `work_dir` (default: the system's), removed on exit.
+    `watch` is told of each daemon as it starts (a watchdog that stops it should this process die uncleanly)."""
     with tempfile.TemporaryDirectory(prefix="spark-standalone-", dir=work_dir) as tmp:
         root = Path(tmp)
         conf = root / "conf"  # an empty SPARK_CONF_DIR: no spark-env.sh or defaults of the machine leak in

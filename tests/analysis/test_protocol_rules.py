@@ -11,6 +11,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from rebalance.listener_types import AttemptResult
 from zkconsumer.lab.lesson.coord_steps import GROUP_APIS
 from zkconsumer.lab.protocol_rules import (
+    backs_off,
+    backs_off_column,
     conflict_column,
     coordination_api_column,
     failed_attempt_column,
@@ -38,6 +40,13 @@ def test_failed_attempt_and_conflict_agree_in_python_and_spark(spark: SparkSessi
     # no_brokers; everything else, a member stopping mid-rebalance included, is a failed attempt.
     assert [r for r in RESULTS if not failed[r]] == ["ok", "no_brokers"]
     assert [r for r in RESULTS if conflict[r]] == ["conflict"]
+
+
+def test_backoff_agrees_in_python_and_spark(spark: SparkSession) -> None:
+    answers = _spark_answers(spark, RESULTS, backs_off_column)
+    assert answers == {r: backs_off(r) for r in RESULTS}
+    # The listener sleeps after a conflict or an error; a closing member (stopped) gives up without sleeping.
+    assert [r for r in RESULTS if answers[r]] == ["conflict", "error"]
 
 
 def test_coordination_apis_agree_in_python_and_spark(spark: SparkSession) -> None:

@@ -26,6 +26,9 @@ COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 SUCCEEDED_RESULTS = (str(AttemptResult.OK), str(AttemptResult.NO_BROKERS))
 # The attempt met an owner node held by another member and rolled its claims back (KAFKA-1387's conflict).
 CONFLICT_RESULT = str(AttemptResult.CONFLICT)
+# Results after which the listener does not sleep rebalance.backoff.ms: the successes, and `stopped` (a closing
+# member gives up at once). Every other result is followed by a backoff and another attempt.
+NO_BACKOFF_RESULTS = (*SUCCEEDED_RESULTS, str(AttemptResult.STOPPED))
 
 
 def is_coordination_api(api: str | None) -> bool:
@@ -39,6 +42,11 @@ def is_failed_attempt(result: str | None) -> bool:
 
 def is_conflict(result: str | None) -> bool:
     return result == CONFLICT_RESULT
+
+
+def backs_off(result: str | None) -> bool:
+    """An `attempt_end` the listener follows with a backoff (a record without a result shows none)."""
+    return result is not None and result not in NO_BACKOFF_RESULTS
 
 
 # --- the same rules as Spark columns ---------------------------------------------------------------------------
@@ -60,6 +68,12 @@ def conflict_column(result: Column | str) -> Column:
     from pyspark.sql import functions as F
 
     return F.coalesce(_col(result) == CONFLICT_RESULT, F.lit(False))
+
+
+def backs_off_column(result: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(~_col(result).isin(*NO_BACKOFF_RESULTS), F.lit(False))
 
 
 def _col(column: Column | str) -> Column:

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import attach_change
+from zkconsumer.lab.protocol_rules import backs_off_column
 
 START, END = 1, 0  # at one instant an end sorts before a start: a hand-over, not an overlap
 
@@ -206,7 +207,7 @@ def contention_events(records: DataFrame) -> DataFrame:
              & F.col("error_name").isin(*STALE_GENERATION))
     what = (F.when(owner_create & (F.col("err") == wire.NODE_EXISTS), F.lit("owner NodeExists"))
             .when(owner_create, F.lit("owner create"))
-            .when(me & (kind == "attempt_end") & ~F.col("result").isin("ok", "no_brokers", "stopped"),
+            .when(me & (kind == "attempt_end") & backs_off_column("result"),
                   F.concat(F.lit("backoff after "), F.col("result")))
             .when(me & (kind == "attempt_end"), F.lit("attempt end"))
             .when(me & (kind == "attempt_begin"), F.lit("attempt begin"))

@@ -18,6 +18,7 @@ from analysis_builders import PREDICT_TO
 from listening import listening_of
 from pyspark.sql import DataFrame, SparkSession
 
+from zkconsumer.embedded.process import wait_until
 from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.standalone import QUICK_JVM, group_members, standalone_cluster
 
@@ -93,6 +94,12 @@ def test_the_job_on_a_standalone_cluster_writes_the_local_tables(
                 os.killpg(submit.pid, signal.SIGKILL)
                 submit.wait()
         assert submit.returncode == 0, stderr[-4000:]
+        log = _events(events)
+        app = next(e["App ID"] for e in log if e["Event"] == "SparkListenerApplicationStart")
+        # A worker files its executor under finished only once it has seen the executor's JVM exit, which can be
+        # after spark-submit returns: await that, rather than read the workers' state at once.
+        finished = wait_until(lambda: all(any(x["appid"] == app for x in w["finishedexecutors"])
+                                          for w in cl.worker_states()), timeout=60, interval=0.5)
         workers = cl.worker_states()
         logs = "".join(p.read_text(errors="replace") for p in cl.work_dir.rglob("*") if p.name.endswith(".log")
                        or p.name == "stderr")
@@ -112,14 +119,12 @@ def test_the_job_on_a_standalone_cluster_writes_the_local_tables(
     assert spark.read.parquet(str(out / "tables" / "predictions")).count() > 0  # the sweep ran, as tasks (below)
 
     # The tasks ran in executors on both workers, none in the driver.
-    log = _events(events)
-    app = next(e["App ID"] for e in log if e["Event"] == "SparkListenerApplicationStart")
     ran_on = {e["Task Info"]["Executor ID"] for e in log if e["Event"] == "SparkListenerTaskEnd"}
     executors = {e["Executor ID"]: e["Executor Info"]["Host"] for e in log
                  if e["Event"] == "SparkListenerExecutorAdded"}
     assert len(ran_on) == 2 and ran_on <= set(executors), (ran_on, executors)
     assert set(executors.values()) == {"127.0.0.1"}
-    assert all(any(x["appid"] == app for x in w["finishedexecutors"]) for w in workers), workers
+    assert finished, workers  # each worker ran one of its executors, and has seen it end
     # Nothing listened beyond loopback: daemons, executors, their Python workers, the driver; nor did Spark guess.
     assert sampler.seen and {address for address, _ in sampler.seen} == {"127.0.0.1"}, sampler.seen
     assert LOOPBACK_WARNING not in stderr and LOOPBACK_WARNING not in logs

@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kazoo.client import KazooClient
-
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
@@ -30,6 +28,7 @@ from zkconsumer.lab.host_process import HOST_STOP_S, STOP_S, HostProcess
 from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
 from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.client import ZkClient
+from zkconsumer.zookeeper.expiry import expire_session
 from zkconsumer.zookeeper.group import read_group_snapshot
 
 log = logging.getLogger(__name__)
@@ -193,11 +192,7 @@ class ZkDriver:
         session = self._state.get(name, {}).get("session")
         if session is None:
             raise RuntimeError(f"member {name} has not reported its ZooKeeper session yet")
-        intruder = KazooClient(hosts=self._env().direct_zookeeper, client_id=(session[0], bytes.fromhex(session[1])),
-                               connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 0.5})
-        intruder.start(timeout=10)
-        intruder.stop()
-        intruder.close()
+        expire_session(self._env().direct_zookeeper, session[0], bytes.fromhex(session[1]))
 
     def stop(self) -> None:
         with self._lock:

@@ -49,6 +49,15 @@ RECORD_TYPES: dict[str, tuple[str, ...]] = {
     "owners": ("owners",),  # a snapshot of /consumers/<g>/owners: {"t/p": thread id}
     "mntr": ("sample",),  # a ZooKeeper mntr sample
     "stable": ("generation_or_rebalance", "duration_s"),  # the group settled after a membership change
+    # a member process's own threads, every zk_member.HEALTH_S: hangs and thread leaks show in them
+    "health": ("member", "threads", "pid"),
+    # the fault campaign (docs/chaos.md): its settings, each fault injected and healed, what the orchestrator saw of
+    # its member processes, and the observer's snapshots of the group's znodes
+    "campaign": ("phase", "settings"),  # start | end
+    "fault": ("fault_id", "kind", "phase", "target"),  # phase: start | heal; params
+    "member_exit": ("member", "pid", "code", "signal", "expected"),
+    "live": ("members",),  # the member processes that exist (paused ones included), whenever that changes
+    "group_view": ("ids", "owners", "offsets", "partitions"),
 }
 
 

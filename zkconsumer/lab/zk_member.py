@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import select
 import signal
 import sys
@@ -33,6 +34,7 @@ from zkconsumer.lab.trace import TraceWriter
 log = logging.getLogger(__name__)
 _STOP_CHECK_S = 0.2  # consumer.timeout.ms of the draining streams: how often they look at the stop flag
 _HOST_STOP_S = 15.0
+HEALTH_S = 1.0  # how often a member process writes its `health` record (docs/traces.md)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,13 @@ class ZkMember:
                                  elapsed_s=time.monotonic() - self._started_at, streams=len(self._windows))
 
     # --- reporting -----------------------------------------------------------------------------------
+
+    def report_health(self) -> None:
+        """A `health` record: the process's threads, so that a checker can tell a hung member (its records stop
+        while it is neither paused nor dead) and a leaking one (its threads grow from fault to fault)."""
+        names = sorted(t.name for t in threading.enumerate())
+        self.trace.write("health", member=self.settings.name, threads=len(names), thread_names=names,
+                         pid=os.getpid())
 
     def _on_event(self, event: MemberEvent) -> None:
         record = event.to_dict()
@@ -335,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     member = ZkMember(settings, trace)
     try:
         member.start()
-        while not stop.wait(0.5):
-            pass
+        while not stop.wait(HEALTH_S):
+            member.report_health()
     finally:
         member.stop()
         trace.close()

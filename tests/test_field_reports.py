@@ -179,20 +179,22 @@ def test_a_consumer_blocked_on_an_idle_topic_does_not_hold_up_a_rebalance(cluste
           "0 failed rebalances")
 
 
-def test_sixteen_simultaneous_joins_on_46_partitions_all_converge(cluster, zk, members):
-    """kafka-node's 16 processes on 46 partitions, started together: every member computes from its own view and
-    claims race, so attempts fail with conflicts, but with enough retries the group converges with every partition
-    owned once. The number of conflicts is the herd's cost; docs/field-reports.md quotes it."""
+def test_sixteen_joins_within_half_a_second_on_46_partitions_all_converge(cluster, zk, members):
+    """kafka-node's 16 processes on 46 partitions, started together. The joins are spread 25 ms apart, so each
+    lands while the members before it are rebalancing: they compute from different views and their claims may
+    race (a conflict costs an attempt and a backoff). With a budget of 20 retries the group converges with every
+    partition owned once and no member gives up; the conflicts are the herd's cost, printed, not asserted."""
     topic = cluster.create_topic(partitions=46)
     group = unique("g")
     started = [members(group, f"c{i:02d}", rebalance_max_retries=20, rebalance_backoff_ms=300) for i in range(16)]
     gate = threading.Barrier(16)
 
-    def join(member) -> None:
+    def join(index: int, member) -> None:
         gate.wait()
+        time.sleep(index * 0.025)  # the schedule of the joins, not a synchronisation
         member.create_message_streams({topic: 1})
 
-    threads = [threading.Thread(target=join, args=(m,), name=f"test-join-{i}") for i, m in enumerate(started)]
+    threads = [threading.Thread(target=join, args=(i, m), name=f"test-join-{i}") for i, m in enumerate(started)]
     began = time.monotonic()
     for thread in threads:
         thread.start()
@@ -204,7 +206,7 @@ def test_sixteen_simultaneous_joins_on_46_partitions_all_converge(cluster, zk, m
     assert sorted(len(m.owned_partitions()) for m in started) == [2] * 2 + [3] * 14
     assert sum(m.rebalance_stats.failures for m in started) == 0
     stats = [m.rebalance_stats for m in started]
-    print(f"\nrows 2-4, 23: 16 simultaneous joins, 46 partitions: all owned after {owned_s:.1f} s; "
-          f"{sum(s.attempts for s in stats)} attempts, {sum(s.conflicts for s in stats)} conflicts, "
-          f"{sum(s.rebalances for s in stats)} rebalances, max {max(s.attempts for s in stats)} attempts "
-          "in one member, 0 failed")
+    print(f"\nrows 2-4, 23: 16 joins 25 ms apart, 46 partitions: all owned after {owned_s:.1f} s; "
+          f"{sum(s.rebalances for s in stats)} rebalances, {sum(s.attempts for s in stats)} attempts, "
+          f"{sum(s.conflicts for s in stats)} conflicts, max {max(s.attempts for s in stats)} attempts by one "
+          "member, 0 failed")

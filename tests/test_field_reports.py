@@ -11,12 +11,14 @@ import threading
 import time
 
 import pytest
-from helpers import unique, wait_for
+from helpers import make_config, unique, wait_for
+from kafka import KafkaProducer
 from test_connector import converged, start_member_process
 
 from rebalance.events import EventKind
 from rebalance.subscription import Registration
-from zkconsumer import ConsumerRebalanceFailedError
+from zkconsumer import ConsumerRebalanceFailedError, ZookeeperConsumerConnector
+from zkconsumer.lab.wire import BLACKHOLE, RecordCollector, ZkProxy
 from zkconsumer.registration import ConsumerRegistrationError, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
@@ -210,3 +212,58 @@ def test_sixteen_joins_within_half_a_second_on_46_partitions_all_converge(cluste
           f"{sum(s.rebalances for s in stats)} rebalances, {sum(s.attempts for s in stats)} attempts, "
           f"{sum(s.conflicts for s in stats)} conflicts, max {max(s.attempts for s in stats)} attempts by one "
           "member, 0 failed")
+
+
+def _read_into(stream, into: list, name: str) -> threading.Thread:
+    """A reader appending (partition, offset) of every message the stream hands out, until its connector ends."""
+    thread = threading.Thread(target=lambda: into.extend((m.partition, m.offset) for m in stream), name=name,
+                              daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_member_cut_off_from_zookeeper_reads_on_while_the_group_gives_its_partition_away(cluster, zk, zk_server,
+                                                                                          members):
+    """Two consumers read the same partition while one of them cannot reach ZooKeeper but can reach Kafka: the
+    server expires its session and the group hands its partition to another member, but the cut-off member hears
+    of the expiry only when it reconnects, and fetches on until then. Inherent in ZooKeeper-based ownership (the
+    session is the only lease, and only the server sees it end); once the link is back the member stops fetching
+    at once, re-registers and the group converges again."""
+    topic = cluster.create_topic(partitions=2)
+    group = unique("g")
+    with ZkProxy(zk_server.connect_string, sink=RecordCollector(), name=unique("zkp")) as proxy:
+        proxy.add_link("a")
+        cut_off = ZookeeperConsumerConnector(make_config(proxy.connect_string("a"), group, "a"))
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
+        try:
+            events = Events()
+            cut_off.add_event_listener(events)
+            read_by_a: list[tuple[int, int]] = []
+            read_by_b: list[tuple[int, int]] = []
+            _read_into(cut_off.create_message_streams({topic: 1})[topic][0], read_by_a, "test-reader-a")
+            other = members(group, "b")
+            _read_into(other.create_message_streams({topic: 1})[topic][0], read_by_b, "test-reader-b")
+            wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_a-0", (topic, 1): f"{group}_b-0"},
+                     message="a owns partition 0, b partition 1")
+            proxy.cut("a", BLACKHOLE)
+            cut = time.monotonic()
+            wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_b-0", (topic, 1): f"{group}_b-0"},
+                     timeout=30, message="a's session expired on the server: b owns both")
+            given_away = time.monotonic()
+            print(f"\nrow 12: partition 0 given to b {given_away - cut:.1f} s after the cut (session 4 s)")
+            sent = [producer.send(topic, value=b"after the expiry", partition=0) for _ in range(20)]
+            producer.flush()
+            offsets = {(0, f.get(timeout=30).offset) for f in sent}
+            wait_for(lambda: offsets <= set(read_by_b), message="the new owner reads the new messages")
+            wait_for(lambda: offsets <= set(read_by_a), message="the cut-off member reads them too")
+            assert not events.of(EventKind.SESSION_EXPIRED)  # it does not know yet: nothing told it
+            window = time.monotonic() - given_away
+            proxy.restore("a")
+            wait_for(lambda: events.of(EventKind.SESSION_EXPIRED), timeout=30, message="a hears of the expiry")
+            wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_a-0", (topic, 1): f"{group}_b-0"},
+                     timeout=30, message="a re-registered and the group converged again")
+            print(f"row 12: {len(offsets)} of {len(offsets)} messages produced after that were read by both members; "
+                  f"a read on for {window:.1f} s after the give-away without knowing, until the link came back")
+        finally:
+            producer.close()
+            cut_off.shutdown()

@@ -254,8 +254,13 @@ def test_a_member_cut_off_from_zookeeper_reads_on_while_the_group_gives_its_part
             sent = [producer.send(topic, value=b"after the expiry", partition=0) for _ in range(20)]
             producer.flush()
             offsets = {(0, f.get(timeout=30).offset) for f in sent}
-            wait_for(lambda: offsets <= set(read_by_b), message="the new owner reads the new messages")
-            wait_for(lambda: offsets <= set(read_by_a), message="the cut-off member reads them too")
+            try:
+                wait_for(lambda: offsets <= set(read_by_b), message="the new owner reads the new messages")
+                wait_for(lambda: offsets <= set(read_by_a), message="the cut-off member reads them too")
+            except AssertionError as exc:  # say where each reader is, and what the cut-off member last did
+                raise AssertionError(f"{exc}; produced {sorted(offsets)[:3]}..; b's last reads {read_by_b[-3:]}, "
+                                     f"a's {read_by_a[-3:]}; a's last events "
+                                     f"{[(str(e.kind), e.data) for e in events.seen[-6:]]}") from exc
             assert not events.of(EventKind.SESSION_EXPIRED)  # it does not know yet: nothing told it
             window = time.monotonic() - given_away
             proxy.restore("a")

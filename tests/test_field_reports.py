@@ -15,7 +15,7 @@ from helpers import make_config, unique, wait_for
 from kafka import KafkaProducer
 from test_connector import converged, start_member_process
 
-from rebalance.events import EventKind
+from rebalance.events import EventKind, MemberState
 from rebalance.subscription import Registration
 from zkconsumer import ConsumerRebalanceFailedError, ZookeeperConsumerConnector
 from zkconsumer.lab.wire import BLACKHOLE, RecordCollector, ZkProxy
@@ -243,8 +243,12 @@ def test_a_member_cut_off_from_zookeeper_reads_on_while_the_group_gives_its_part
             _read_into(cut_off.create_message_streams({topic: 1})[topic][0], read_by_a, "test-reader-a")
             other = members(group, "b")
             _read_into(other.create_message_streams({topic: 1})[topic][0], read_by_b, "test-reader-b")
-            wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_a-0", (topic, 1): f"{group}_b-0"},
-                     message="a owns partition 0, b partition 1")
+            # Owner nodes alone can show the split while a rebalance of a is still going (the cut would then
+            # stop it halfway, fetching nothing): wait for both members' own view too.
+            wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_a-0", (topic, 1): f"{group}_b-0"}
+                     and cut_off.state == MemberState.OWNING and set(cut_off.owned_partitions()) == {(topic, 0)}
+                     and other.state == MemberState.OWNING and set(other.owned_partitions()) == {(topic, 1)},
+                     message="a owns partition 0, b partition 1, and both have settled")
             proxy.cut("a", BLACKHOLE)
             cut = time.monotonic()
             wait_for(lambda: zk.owners(group) == {(topic, 0): f"{group}_b-0", (topic, 1): f"{group}_b-0"},

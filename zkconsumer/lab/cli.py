@@ -203,3 +203,14 @@ def lab_lesson(run_dir: Path, out: Path, case: str | None, churn_step: int | Non
     path = write_lesson(lesson, out)
     counts = ", ".join(f"{d}: {len(r.steps)} steps" for d, r in lesson.designs.items())
     click.echo(f"lesson: {path.resolve()} ({lesson.case}, churn step {lesson.change_index}; {counts})")
+
+
+def _add_chaos_commands() -> None:
+    """The fault campaign's commands live with it (zkconsumer/lab/chaos/cli.py); heavy imports stay lazy there."""
+    from zkconsumer.lab.chaos.cli import chaos, chaos_check
+
+    lab.add_command(chaos)
+    lab.add_command(chaos_check)
+
+
+_add_chaos_commands()

@@ -353,7 +353,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _leave_at_end_of_input(stop: threading.Event) -> None:
-    while sys.stdin.buffer.read(4096):
+    # os.read on the descriptor, not sys.stdin.buffer: a daemon thread blocked inside the buffered reader holds its
+    # lock, and the interpreter aborts on that lock at exit (SIGABRT, "could not acquire lock for <stdin> at
+    # interpreter shutdown") after a SIGTERM leave; the raw read holds nothing.
+    while os.read(sys.stdin.fileno(), 4096):
         pass
     stop.set()
 

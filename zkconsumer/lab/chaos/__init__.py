@@ -1,0 +1,1 @@
+"""The fault campaign (docs/chaos.md): generator, nemesis, history, checkers."""

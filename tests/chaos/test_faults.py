@@ -42,7 +42,7 @@ def test_kinds_can_be_narrowed_and_an_unknown_one_is_named() -> None:
     kinds = f.parse_kinds("member_kill, broker_kill")
     assert {s.kind for s in f.plan_faults(20, 1, SESSION_S, kinds)} == {f.MEMBER_KILL, f.BROKER_KILL}
     assert f.parse_kinds(None) == f.FAULT_KINDS
-    with pytest.raises(ValueError, match="member_kil.*choose from"):
+    with pytest.raises(ValueError, match=r"member_kil.*choose from"):
         f.parse_kinds("member_kil")
     with pytest.raises(ValueError, match="must not be negative"):
         f.plan_faults(-1, 1, SESSION_S)

@@ -66,6 +66,16 @@ _FIELDS: dict[str, T.DataType] = {
     # owners, mntr
     "owners": _STRING,
     "sample": _STRING,
+    # the fault campaign (docs/analysis.md, "The fault campaign"): fault windows and group_view snapshots
+    "fault_id": T.LongType(),
+    "target": _STRING,
+    "params": _STRING,  # raw JSON object: hold_s and the fault's own settings
+    "ids": _STRING,  # group_view: raw JSON object {consumer_id: registration}
+    "settings": _STRING,
+    "threads": T.LongType(),
+    "code": T.IntegerType(),
+    "signal": T.IntegerType(),
+    "expected": T.BooleanType(),
 }
 
 _missing = {f for fields in RECORD_TYPES.values() for f in fields} - set(_FIELDS)
@@ -76,7 +86,8 @@ TRACE_FIELDS: tuple[str, ...] = tuple(_FIELDS)
 # What the metrics read; the others are parsed only for the required-field check. The job keeps these columns of
 # every good line in memory, so the list is kept short.
 RECORD_FIELDS: tuple[str, ...] = tuple(f for f in _FIELDS if f not in (
-    "v", "seq", "error", "pid", "incarnation", "offset", "count", "owners", "sample"))
+    "v", "seq", "error", "pid", "incarnation", "offset", "count", "owners", "sample", "ids", "settings", "threads",
+    "code", "signal", "expected"))
 TRACE_SCHEMA = T.StructType([T.StructField(name, dtype) for name, dtype in _FIELDS.items()]
                             + [T.StructField(CORRUPT, _STRING)])
 

@@ -39,6 +39,7 @@ class OffsetCheckpoints:
         self.events = events or EventBus(consumer_id)
         self._checkpoints: dict[TopicPartition, int] = {}
         self._lock = threading.Lock()
+        self._fenced = False
 
     def fetch(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Stored next offsets (-1 where none); each becomes the checkpoint, so an unchanged offset is not rewritten."""
@@ -46,6 +47,14 @@ class OffsetCheckpoints:
         with self._lock:
             self._checkpoints.update(offsets)
         return offsets
+
+    def fence(self) -> None:
+        """The session that claimed our partitions has expired: write nothing until `reset` (the new session's
+        state is set up). Not in 0.8.2, whose auto-commit could write the old partitions' offsets under the new
+        session before the rebalancer cleared its registry: a member woken from a pause longer than its session
+        then moved a partition's offset back, below what its new owner had committed (docs/chaos.md)."""
+        with self._lock:
+            self._fenced = True
 
     def commit(self, infos: Iterable[ConsumedOffsets]) -> int:
         """Write the consumed offset of every given partition that changed; returns how many were written."""
@@ -55,6 +64,10 @@ class OffsetCheckpoints:
             offset = info.consumed_offset
             with self._lock:
                 unchanged = self._checkpoints.get(tp) == offset
+                fenced = self._fenced
+            if fenced:
+                log.info("%s: not committing: the session that owned the partitions has expired", self.consumer_id)
+                return written
             if offset < 0 or unchanged:
                 continue
             self.store.write_offset(tp.topic, tp.partition, offset)
@@ -70,3 +83,4 @@ class OffsetCheckpoints:
     def reset(self) -> None:
         with self._lock:
             self._checkpoints.clear()
+            self._fenced = False

@@ -308,8 +308,10 @@ class ZookeeperConsumerConnector:
             log.warning("%s: ZooKeeper session expired; it will re-register and rebalance", self.consumer_id)
         elif state == "connected":
             log.info("%s: connected to ZooKeeper", self.consumer_id)
-        if state == "lost" and not self._closing.is_set():
-            self.events.emit(EventKind.SESSION_EXPIRED)
+        if state == "lost":
+            self.offsets.fence()  # nothing claimed under the dead session is committed any more (offsets.py)
+            if not self._closing.is_set():
+                self.events.emit(EventKind.SESSION_EXPIRED)
 
     def _on_new_session(self) -> None:
         self.events.emit(EventKind.SESSION_RENEWED, session=self.zk.session_id)

@@ -45,12 +45,17 @@ __all__ = [
 ]
 
 _RETRYABLE = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
+_WRITES = frozenset({"create", "set", "delete"})
 # Short and persistent: the kazoo default backs off for up to an hour between reconnect attempts.
 CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0}
 
 
 class ZkUnavailableError(UserError, RuntimeError):
     """ZooKeeper could not be reached within the bound; nothing was changed by the failed call."""
+
+
+class ZkSessionChangedError(ZkUnavailableError):
+    """A write failed with its session, and was not resent under the session that replaced it."""
 
 
 class ZkClosedError(ZkUnavailableError):
@@ -227,6 +232,7 @@ class ZkClient(ZkOperations):
 
     def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         deadline = time.monotonic() + self.request_timeout_s
+        sent_in: int | None = None  # the session a write first went out in
         while True:
             if self._closed.is_set():
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {path})")
@@ -238,6 +244,13 @@ class ZkClient(ZkOperations):
                     f"{self.log_id}: ZooKeeper at {self.connect} unreachable for {self.request_timeout_s:.0f} s "
                     f"({kind} {path})"
                 )
+            if op in _WRITES:
+                # A write the old session may not have made is not made by the new one either: it was decided
+                # under the old session (an offset of a partition owned then), and the caller must decide again.
+                if sent_in is not None and self._session_id != sent_in:
+                    raise ZkSessionChangedError(f"{self.log_id}: the ZooKeeper session expired during {kind} {path}; "
+                                                "not resent under the new session")
+                sent_in = self._session_id
             self._count(kind)
             try:
                 return self._send(op, path, data, ephemeral).get(timeout=remaining)

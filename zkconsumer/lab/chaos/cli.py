@@ -16,8 +16,9 @@ from zkconsumer.lab.chaos import faults as f
 
 def judge(run_dir: Path) -> tuple[dict[str, Any], str, int]:
     """The checkers over the history in `run_dir`: (results for chaos.json, the table as text, violations)."""
-    from zkconsumer.lab.chaos.checkers import campaign_table, check_all, format_table
+    from zkconsumer.lab.chaos.checkers import check_all
     from zkconsumer.lab.chaos.history import History
+    from zkconsumer.lab.chaos.table import campaign_table, format_table
 
     history = History.load(run_dir)
     results = check_all(history)

@@ -106,9 +106,10 @@ def _acks_all_producer(bootstrap: str) -> Callable[[], Any]:
 
 
 class Campaign:
-    def __init__(self, settings: CampaignSettings, out: Path) -> None:
+    def __init__(self, settings: CampaignSettings, out: Path, progress: Callable[[str], None] | None = None) -> None:
         self.settings = settings
         self.out = out
+        self.progress = progress or (lambda line: log.info("chaos: %s", line))  # one line per fault, for people
         self.stop = threading.Event()  # Ctrl-C: stop injecting, then drain and stop as usual
         self.run: RunDirectory | None = None
         self.faults_applied = 0
@@ -184,11 +185,14 @@ class Campaign:
             if s.duration_s is not None and time.monotonic() - began >= s.duration_s:
                 log.info("chaos: --duration spent after %d faults", self.faults_applied)
                 break
-            if nemesis.apply(spec):
-                self.faults_applied += 1
-            if not self._await_converged(observer, members, s.settle_bound_s + 10.0):
-                log.warning("chaos: the group did not re-converge after fault %d (%s): the checkers will say how",
-                            spec.fault_id, spec.kind)
+            applied = nemesis.apply(spec)
+            self.faults_applied += int(applied)
+            healed = time.monotonic()
+            settled = self._await_converged(observer, members, s.settle_bound_s + 10.0)
+            what = (f"re-converged {time.monotonic() - healed:.1f} s after its heal" if settled
+                    else "NOT re-converged within the bound + 10 s (the checkers say how)")
+            self.progress(f"[{time.monotonic() - began:6.0f} s] fault {spec.fault_id}/{len(plan)} {spec.kind}: "
+                          f"{what if applied else 'skipped (no target)'}")
             self.stop.wait(RECOVERY_S)
         return "interrupted" if self.stop.is_set() else "completed"
 

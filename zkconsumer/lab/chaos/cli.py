@@ -4,7 +4,6 @@ exit 1 when there is any (invariants 1 to 4 and 6; overlap windows are measured,
 
 from __future__ import annotations
 
-import logging
 import signal
 from pathlib import Path
 from typing import Any
@@ -73,8 +72,7 @@ def chaos(fault_count: int, seed: int, members: int, partitions: int, duration_s
                                     rate=rate, kinds=f.parse_kinds(kinds))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    campaign = Campaign(settings, out_dir)
+    campaign = Campaign(settings, out_dir, progress=click.echo)
     # Ctrl-C or SIGTERM: stop injecting, then drain, stop and check what was recorded
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: campaign.stop.set())
@@ -89,4 +87,7 @@ def chaos_check(run_dir: Path) -> None:
     """Judge a recorded campaign (its directory) again with the current checkers."""
     if not (run_dir / "traces").is_dir():
         raise click.UsageError(f"{run_dir} has no traces/: not a campaign directory (made by `zkconsumer lab chaos`)")
-    _report(run_dir)
+    try:
+        _report(run_dir)
+    except ValueError as exc:  # a history without a campaign record: History.load names the directory
+        raise click.ClickException(str(exc)) from None

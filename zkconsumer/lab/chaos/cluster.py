@@ -157,6 +157,11 @@ class ChaosCluster:
 
     # --- ZooKeeper faults ------------------------------------------------------------------------------
 
+    def zk_leader(self) -> int | None:
+        """The server id that reports Mode: leader to srvr (None while an election runs or the ensemble is down)."""
+        leader = self.ensemble.leader()
+        return leader.server_id if leader is not None else None
+
     def kill_zk_leader(self) -> int:
         leader = self.ensemble.leader()
         if leader is None or leader.process is None:

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 import zkconsumer.lab.analysis.predictions as sim
 from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis.calibration import predict_held_out
+from zkconsumer.lab.analysis.chaos_tables import analyze_campaigns, is_campaign
 from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
@@ -98,6 +99,14 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         raise InputError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}: give "
                          "`lab run --out` directories or run directories")
     spark = spark or session()
+    # fault campaigns have no case or churn: kept out of the standard tables, analysed apart (chaos_tables.py)
+    campaigns = [r for r in runs if is_campaign(r.scenario)]
+    runs = [r for r in runs if not is_campaign(r.scenario)]
+    if not runs:
+        paths, chaos = analyze_campaigns(spark, campaigns, out_dir)
+        data = ReportData([], [], [], [], [], [], [], chaos=chaos)
+        return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
+                              time.monotonic() - began)
     log.info("analysing %d runs", len(runs))
     runs_df = runs_frame(spark, runs)
     traces = read_traces(spark, runs)
@@ -112,6 +121,9 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     data = _report_data(spark, paths)
     if predict_to is not None:
         _add_predictions(spark, data, out_dir, paths, predict_to)
+    if campaigns:
+        chaos_paths, data.chaos = analyze_campaigns(spark, campaigns, out_dir)
+        paths.update(chaos_paths)
     report = render(data, out_dir / "report.html")
     for df in [*cached, traces.cached]:
         if df is not None:

@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from zkconsumer.lab.analysis.chaos_report import ChaosSection, kinds_table, section_intro
+from zkconsumer.lab.analysis.chaos_report import timeline_figure as chaos_timeline
 from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, NONE, fit_table, fmt_cell, herd_figure
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.split_brain import section as split_brain_section
@@ -55,6 +57,7 @@ class ReportData:
     comparisons: list[Any] = field(default_factory=list)  # predictions.Comparison: observed next to predicted
     contention: list[dict[str, Any]] = field(default_factory=list)  # ownership.contention_events rows
     overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
+    chaos: ChaosSection | None = None  # fault campaigns given to the job (chaos_tables.py)
 
 
 def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) -> go.Figure | None:
@@ -242,6 +245,10 @@ def render(data: ReportData, path: Path) -> Path:
         figures += 1
         parts.append(fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False}))
 
+    if data.chaos is not None and not data.runs:  # only campaigns were given: their section alone
+        parts.append(f"<h1>{html.escape(data.title)}</h1>")
+        _chaos_section(data.chaos, parts, figure)
+        return _write(parts, figures, data.title, path)
     completed = sum(1 for r in data.runs if r.get("completed"))
     parts.append(f"<h1>{html.escape(data.title)}</h1><p>{len(data.runs)} runs ({completed} completed), "
                  f"{sum(1 for c in data.changes if c.get('counted'))} membership changes.</p>")
@@ -275,12 +282,25 @@ def render(data: ReportData, path: Path) -> Path:
                      "not its fetchers, which it does not report: two of its members can only overlap through a "
                      "dead session's node, and a fetcher still running after its session expired (0.8.2.2 keeps it "
                      "until the next rebalance) does not show. after_expiry is not reported by the original.</p>")
+    if data.chaos is not None:
+        _chaos_section(data.chaos, parts, figure)
     parts.append("<h2>Trace lines that could not be used</h2>")
     parts.append(_rows_table(data.trace_errors, ["run_id", "file", "lines", "bad_lines", "first_bad_line",
                                                  "first_bad_reason", "first_bad_text"],
                              "Every trace line parsed and had its required fields."))
+    return _write(parts, figures, data.title, path)
+
+
+def _chaos_section(chaos: ChaosSection, parts: list[str], figure: Any) -> None:
+    parts.append("<h2 id=fault-campaign>Fault campaign</h2>")
+    parts.append(section_intro(chaos))
+    parts.append(kinds_table(chaos.kinds))
+    figure(chaos_timeline(chaos.faults), "No fault was injected in these campaigns.")
+
+
+def _write(parts: list[str], figures: int, title: str, path: Path) -> Path:
     body = "\n".join(parts)
-    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(data.title)}</title>"
+    text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style><script type='text/javascript'>{get_plotlyjs()}</script></head>"
             f"<body data-figures='{figures}'>{body}</body></html>")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from analysis_builders import split_zk
 from pyspark.sql import SparkSession
 from test_report import CHROMIUM, chromium, needs_chromium
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
 from zkconsumer.lab.trace import RunDirectory
+
+PREDICTION_TABLES = {"predictions", "prediction_comparison"}
 
 T0 = 1_000.0
 VERDICT = {"violations": 1, "checks": [], "table": [
@@ -80,32 +81,32 @@ def build_campaign(path: Path) -> Path:
 @dataclass
 class Analysed:
     alone: AnalysisResult  # the campaign only
-    mixed: AnalysisResult | None = None  # a standard run and the campaign
-    standard: AnalysisResult | None = None  # the standard run only
+    mixed: AnalysisResult | None = None  # the suite's hand-built runs and the campaign
 
 
 @pytest.fixture(scope="module")
-def analysed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
+def campaign(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
     root = tmp_path_factory.mktemp("chaos")
     return Analysed(analyze([build_campaign(root / "campaign")], root / "alone", spark, predict_to=None))
 
 
 @pytest.fixture(scope="module")
-def mixed(spark: SparkSession, analysed: Analysed, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
+def mixed(spark: SparkSession, campaign: Analysed, hand_runs,  # conftest.HandRuns
+          tmp_path_factory: pytest.TempPathFactory) -> Analysed:
+    """The runs of the suite's `analysed` (conftest.py) plus a campaign, analysed once more: the standard tables
+    are compared with `analysed`'s, so the campaign costs this one extra analysis, not two."""
     root = tmp_path_factory.mktemp("mixed")
-    campaign = build_campaign(root / "campaign")
-    split_zk(root / "runs")
-    analysed.mixed = analyze([root / "runs", campaign], root / "mixed", spark, predict_to=None)
-    analysed.standard = analyze([root / "runs"], root / "standard", spark, predict_to=None)
-    return analysed
+    runs = [hand_runs.root / "split", hand_runs.root / "sweep", build_campaign(root / "campaign")]
+    campaign.mixed = analyze(runs, root / "mixed", spark, predict_to=None)
+    return campaign
 
 
 def rows(spark: SparkSession, result: AnalysisResult, name: str, key: str) -> list[dict]:
     return [r.asDict() for r in result.read(spark, name).orderBy(key).collect()]
 
 
-def test_each_fault_window_counts_what_was_planted(spark: SparkSession, analysed: Analysed) -> None:
-    faults = rows(spark, analysed.alone, "chaos_faults", "fault_id")
+def test_each_fault_window_counts_what_was_planted(spark: SparkSession, campaign: Analysed) -> None:
+    faults = rows(spark, campaign.alone, "chaos_faults", "fault_id")
     assert [f["fault_id"] for f in faults] == [1, 2]  # the skipped fault injected nothing: no window
     first, second = faults
     assert (first["kind"], first["target"], first["start_ts"], first["heal_ts"], first["hold_s"],
@@ -118,8 +119,8 @@ def test_each_fault_window_counts_what_was_planted(spark: SparkSession, analysed
     assert second["dead_time_s"] == pytest.approx(12 - 10)
 
 
-def test_per_kind_rows_join_the_checkers_verdict(spark: SparkSession, analysed: Analysed) -> None:
-    kinds = {k["kind"]: k for k in rows(spark, analysed.alone, "chaos_kinds", "kind")}
+def test_per_kind_rows_join_the_checkers_verdict(spark: SparkSession, campaign: Analysed) -> None:
+    kinds = {k["kind"]: k for k in rows(spark, campaign.alone, "chaos_kinds", "kind")}
     assert set(kinds) == {"member_kill", "zk_ensemble_stop"}
     kill, stop = kinds["member_kill"], kinds["zk_ensemble_stop"]
     assert (kill["faults"], kill["duplicates"], kill["windows_without_view"], kill["checked_faults"]) == (1, 2, 0, 1)
@@ -129,19 +130,21 @@ def test_per_kind_rows_join_the_checkers_verdict(spark: SparkSession, analysed: 
     assert (stop["reconv_max_s"], stop["violations"], stop["violations_by_invariant"]) == (6.25, 1, "inv3: 1")
 
 
-def test_a_campaign_leaves_the_standard_tables_unchanged(spark: SparkSession, mixed: Analysed) -> None:
-    standard, mixed = mixed.standard, mixed.mixed
-    assert standard is not None and mixed is not None
-    assert set(mixed.tables) == set(standard.tables) | {"chaos_faults", "chaos_kinds"}
-    for name in standard.tables:
-        a, b = standard.read(spark, name), mixed.read(spark, name)
+def test_a_campaign_leaves_the_standard_tables_unchanged(spark: SparkSession, mixed: Analysed,
+                                                          analysed: AnalysisResult) -> None:
+    result = mixed.mixed
+    assert result is not None
+    standard = set(analysed.tables) - PREDICTION_TABLES  # the mixed analysis ran without the simulation
+    assert set(result.tables) == standard | {"chaos_faults", "chaos_kinds"}
+    for name in sorted(standard):
+        a, b = analysed.read(spark, name), result.read(spark, name)
         assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0, name
-    assert mixed.read(spark, "chaos_faults").count() == 2
-    assert "Fault campaign" in mixed.report.read_text(encoding="utf-8")
+    assert result.read(spark, "chaos_faults").count() == 2
+    assert "Fault campaign" in result.report.read_text(encoding="utf-8")
 
 
-def test_the_section_is_in_the_page(analysed: Analysed) -> None:
-    html = analysed.alone.report.read_text(encoding="utf-8")
+def test_the_section_is_in_the_page(campaign: Analysed) -> None:
+    html = campaign.alone.report.read_text(encoding="utf-8")
     assert "<h2 id=fault-campaign>Fault campaign</h2>" in html
     assert "campaign-1: 1 violations" in html and "chaos-check" in html
     assert "Latency" not in html  # a campaign alone: its section only

@@ -46,7 +46,7 @@ def clean() -> list[dict[str, Any]]:
          "offset": 2},
         {"type": "fault", "ts": 2.0, "fault_id": 1, "kind": "member_kill", "phase": "start", "target": "b",
          "params": {}},
-        {"type": "member_exit", "ts": 2.0, "member": "b", "pid": 7, "code": None, "signal": 9, "expected": True},
+        {"type": "member_exit", "ts": 2.0, "member": "b", "pid": 7, "code": -9, "signal": 9, "expected": True},
         {"type": "live", "ts": 2.01, "members": ["a"]},
         {"type": "fault", "ts": 3.0, "fault_id": 1, "kind": "member_kill", "phase": "heal", "target": "b",
          "params": {}},
@@ -126,9 +126,9 @@ def test_two_members_reading_one_partition_at_once_is_measured_not_a_violation()
 
 
 @pytest.mark.parametrize("planted, why", [
-    ({"type": "member_exit", "ts": 6.0, "member": "a", "pid": 5, "code": 1, "signal": None, "expected": False},
+    ({"type": "member_exit", "ts": 6.0, "member": "a", "pid": 5, "code": 1, "signal": 0, "expected": False},
      "ended with code 1"),
-    ({"type": "member_exit", "ts": 6.0, "member": "a", "pid": 5, "code": None, "signal": 6, "expected": True,
+    ({"type": "member_exit", "ts": 6.0, "member": "a", "pid": 5, "code": -6, "signal": 6, "expected": True,
       "graceful": True}, "signal 6"),
     ({"type": "member_event", "ts": 6.0, "member": "a", "kind": "rebalance_failed", "error": "4 retries"},
      "ConsumerRebalanceFailed"),

@@ -125,14 +125,21 @@ class LoadProducer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self._producer is not None:
+        producer, self._producer = self._producer, None
+        flushed = False
+        try:
+            if producer is not None:
+                producer.flush(timeout=timeout)
+            flushed = True
+        finally:
             try:
-                self._producer.flush(timeout=timeout)
-            finally:
-                self._producer.close(timeout=timeout)
-                self._producer = None
-        self.ranges.flush()
-        log.info("lab load: %d messages sent, %d not acknowledged", self.sent, self.failed)
+                if producer is not None:
+                    # kafka-python's close() flushes again first, and raises when that times out too
+                    producer.close(timeout=timeout if flushed else 1.0)
+            except Exception as exc:
+                log.warning("lab load: the producer did not close cleanly: %s", exc)
+            self.ranges.flush()  # every acknowledged offset gets its `produce` record, whatever happened above
+            log.info("lab load: %d messages sent, %d not acknowledged", self.sent, self.failed)
 
 
 def wait_drained(trace_dir: Path, produced: Mapping[tuple[str, int], int], timeout: float,

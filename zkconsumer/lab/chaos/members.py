@@ -172,9 +172,9 @@ class ChaosMembers:
                     ended.append(self._members.pop(name))
         for member in ended:
             code = member.proc.returncode
-            self.trace.write("member_exit", member=member.name, pid=member.proc.pid,
-                             code=code if code >= 0 else None, signal=-code if code < 0 else None,
-                             expected=member.expected_exit, graceful=member.leaving)
+            # never null: a record with a null required field is a bad line to every reader (trace.bad_record)
+            self.trace.write("member_exit", member=member.name, pid=member.proc.pid, code=code,
+                             signal=-code if code < 0 else 0, expected=member.expected_exit, graceful=member.leaving)
             if not member.expected_exit:
                 log.warning("chaos: member %s ended on its own (code %s): see %s", member.name, code,
                             member.log_file.name)

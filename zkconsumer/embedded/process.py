@@ -8,6 +8,7 @@ recycled for somebody else's process.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import shutil
@@ -52,6 +53,17 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def wait_or_kill(proc: subprocess.Popen, timeout: float, what: str, kill_wait: float = 10.0) -> int:
+    """Wait up to `timeout` for a child asked to stop; SIGKILL it if it has not (with a warning naming `what`).
+    Returns its exit status."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        logging.getLogger(__name__).warning("%s did not stop within %.0f s: killing it", what, timeout)
+        proc.kill()
+        return proc.wait(kill_wait)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

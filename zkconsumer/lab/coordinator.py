@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zkconsumer.embedded.process import wait_or_kill
 from zkconsumer.lab.coordinator_member import CLOSE_TIMEOUT_MS, CoordinatorMember, CoordinatorMemberSettings
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
 
@@ -90,12 +91,7 @@ class _ProcessMember:
 
     def wait(self, timeout: float) -> int | None:
         """Wait for the exit; SIGKILL on timeout. Returns the exit code."""
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("lab member %s did not stop within %.0f s: killing it", self.name, timeout)
-            self.proc.kill()
-            self.proc.wait(_KILL_WAIT_S)
+        wait_or_kill(self.proc, timeout, f"lab member {self.name}", _KILL_WAIT_S)
         self._close_stdin()
         self.log_file.close()
         return self.proc.returncode

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from zkconsumer.embedded.process import wait_or_kill
 from zkconsumer.lab.driver import TraceTail
 from zkconsumer.lab.trace import TraceWriter
 from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
@@ -138,12 +139,7 @@ class ChaosMembers:
                 member.proc.send_signal(signal.SIGCONT)
                 member.proc.send_signal(signal.SIGTERM)
         for member in members:
-            try:
-                member.proc.wait(STOP_S)
-            except subprocess.TimeoutExpired:
-                log.warning("chaos: member %s did not leave within %.0f s: killing it", member.name, STOP_S)
-                member.proc.kill()
-                member.proc.wait(STOP_S)
+            wait_or_kill(member.proc, STOP_S, f"chaos member {member.name}", STOP_S)
         self._reap()
         self._stop.set()
         self._watcher.join(5)

@@ -100,7 +100,19 @@ def test_a_gap_and_a_start_before_the_last_commit() -> None:
     records = clean()
     records[11] = {**records[11], "offsets": {f"{TOPIC}/1": 1}}  # restarted below its commit at 2
     result = judge(records)[3]
-    assert result.violations == {1: 1} and "before the last commit 2" in result.first_violation[0]
+    assert result.violations == {1: 1} and "before the commit 2 made before" in result.first_violation[0]
+
+
+def test_offsets_read_before_the_previous_owners_last_commit_are_measured_not_violations() -> None:
+    """0.8.2 reads the offsets before it claims: a commit that lands in between is delivered again."""
+    records = clean()
+    records += [{"type": "member_event", "ts": 3.3, "member": "b", "kind": "attempt_begin", "rebalance": 1,
+                 "attempt": 0},
+                {"type": "member_event", "ts": 3.4, "member": "a", "kind": "commit", "topic": TOPIC, "partition": 1,
+                 "offset": 3}]  # after b read 2, before b's fetchers start at 2
+    result = judge(records)[3]
+    assert result.violation_count == 0
+    assert (result.measurements["stale_reads"], result.measurements["committed_messages_delivered_again"]) == (1, 1)
 
 
 def test_an_offset_moving_back_in_the_znode_or_in_the_commits() -> None:

@@ -75,15 +75,37 @@ def _live_at(history: History) -> Callable[[float], list[str]]:
     return at
 
 
+def _reconverged_at(history: History) -> dict[int, float]:
+    """Fault id -> the time of the first view after its heal that shows the group re-converged (if one does)."""
+    live_at = _live_at(history)
+    views = list(history.of_type("group_view"))
+    found = {}
+    for window in history.faults:
+        if window.heal_ts is None:
+            continue
+        first = next((v for v in views if window.heal_ts <= v["ts"] < window.end_ts
+                      and converged(v, history.group, live_at(v["ts"]), history.strategy)), None)
+        if first is not None:
+            found[window.fault_id] = first["ts"]
+    return found
+
+
 def check_stale_owners(history: History) -> CheckResult:
-    """1: once settled (heal + settle bound) and until the next fault, no owner node names a dead member."""
+    """1: once settled (re-converged, or at the latest heal + settle bound) and until the next fault, no owner node
+    names a dead member."""
     result = CheckResult(1, "no owner names a dead member once settled")
     live_at = _live_at(history)
+    reconverged = _reconverged_at(history)
     seen: set[tuple[int, str, str]] = set()
+    checked = 0
     for view in history.of_type("group_view"):
         window = history.window(view["ts"])
-        if window is None or window.heal_ts is None or view["ts"] < window.heal_ts + history.settle_bound_s:
+        if window is None or window.heal_ts is None:
             continue
+        settled = min(reconverged.get(window.fault_id, float("inf")), window.heal_ts + history.settle_bound_s)
+        if view["ts"] < settled:
+            continue
+        checked += 1
         live = set(live_at(view["ts"]))
         for partition, thread in sorted(view["owners"].items()):
             member = member_of_thread(history.group, thread)
@@ -91,26 +113,25 @@ def check_stale_owners(history: History) -> CheckResult:
                 seen.add((window.fault_id, partition, member))
                 result.violate(history, view["ts"], f"owner of {partition} is {thread}, but {member} is not alive",
                                ("group_view", "live", "member_exit", "fault"))
+    result.measurements = {"views_checked": checked}
     return result
 
 
 def check_reconvergence(history: History) -> CheckResult:
     """2: after each heal, the owners become what the strategy prescribes for the live members, within the bound."""
     result = CheckResult(2, "re-converges to the prescribed assignment within the settle bound")
-    live_at = _live_at(history)
-    views = list(history.of_type("group_view"))
+    reconverged = _reconverged_at(history)
     times = []
     for window in history.faults:
         if window.heal_ts is None:
             continue
-        found = next((v for v in views if window.heal_ts <= v["ts"] < window.end_ts
-                      and converged(v, history.group, live_at(v["ts"]), history.strategy)), None)
-        if found is None or found["ts"] - window.heal_ts > history.settle_bound_s:
-            late = "never" if found is None else f"after {found['ts'] - window.heal_ts:.1f} s"
+        at = reconverged.get(window.fault_id)
+        if at is None or at - window.heal_ts > history.settle_bound_s:
+            late = "never" if at is None else f"after {at - window.heal_ts:.1f} s"
             result.violate(history, window.heal_ts, f"fault {window.fault_id} ({window.kind}): re-converged {late}, "
                            f"bound {history.settle_bound_s:.0f} s", ("fault", "group_view", "member_exit"))
-        if found is not None:
-            seconds = round(found["ts"] - window.heal_ts, 3)
+        if at is not None:
+            seconds = round(at - window.heal_ts, 3)
             result.per_fault[window.fault_id] = {"reconvergence_s": seconds}
             times.append(seconds)
     result.measurements = {"bound_s": history.settle_bound_s, "max_s": max(times, default=None)}
@@ -118,12 +139,20 @@ def check_reconvergence(history: History) -> CheckResult:
 
 
 def check_offset_audit(history: History) -> CheckResult:
-    """3: every produced offset consumed at least once; a member starts reading a partition no earlier than its
-    last commit, so a duplicate only replays work since that commit. Duplicates are counted per fault."""
+    """3: every produced offset consumed at least once; a member starts reading a partition no earlier than the
+    last commit made before it read the offsets, so a duplicate only replays work since a commit. Duplicates are
+    counted per fault.
+
+    0.8.2 reads the offsets in its rebalance attempt before it claims the partitions, so a claim that lands just
+    after the previous owner's final commit starts from the commit before it: those starts are measured
+    (`stale_reads`, and the committed messages they deliver again), not violations. Only a start below what was
+    committed before the attempt began breaks the invariant."""
     result = CheckResult(3, "every produced message consumed; duplicates only replay since the last commit")
     consumed: dict[tuple[str, int], set[int]] = defaultdict(set)
     duplicates: dict[int | None, int] = defaultdict(int)
     committed: dict[str, int] = {}
+    at_attempt: dict[str, dict[str, int]] = {}  # member -> the commits known when its current attempt began
+    stale_reads = replayed_commits = 0
     for r in history.of_type("consume", "member_event"):
         if r["type"] == "consume":
             seen = consumed[(r["topic"], r["partition"])]
@@ -133,11 +162,20 @@ def check_offset_audit(history: History) -> CheckResult:
                 seen.add(offset)
         elif r["kind"] == "commit":
             committed[f"{r['topic']}/{r['partition']}"] = r["offset"]
+        elif r["kind"] == "attempt_begin":
+            at_attempt[r["member"]] = dict(committed)
         elif r["kind"] == "fetchers_started":
+            known = at_attempt.get(r["member"], committed)
             for partition, start in (r.get("offsets") or {}).items():
-                if start is not None and partition in committed and start < committed[partition]:
+                if start is None:
+                    continue
+                if partition in known and start < known[partition]:
                     result.violate(history, r["ts"], f"{r['member']} started {partition} at {start}, before the "
-                                   f"last commit {committed[partition]}", ("member_event", "fault"))
+                                   f"commit {known[partition]} made before its attempt began",
+                                   ("member_event", "fault"))
+                elif partition in committed and start < committed[partition]:
+                    stale_reads += 1
+                    replayed_commits += committed[partition] - start
     gaps = 0
     for r in history.of_type("produce"):
         seen = consumed.get((r["topic"], r["partition"]), set())
@@ -150,7 +188,8 @@ def check_offset_audit(history: History) -> CheckResult:
         if fault_id is not None:
             result.per_fault[fault_id] = {"duplicates": count}
     result.measurements = {"gaps": gaps, "duplicates": sum(duplicates.values()),
-                           "consumed_offsets": sum(len(s) for s in consumed.values())}
+                           "consumed_offsets": sum(len(s) for s in consumed.values()),
+                           "stale_reads": stale_reads, "committed_messages_delivered_again": replayed_commits}
     return result
 
 

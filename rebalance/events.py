@@ -44,7 +44,7 @@ class EventKind(enum.StrEnum):
     ROLLBACK = "rollback"  # topic, partition: a claim of this attempt deleted after a conflict
     FETCHERS_STOPPED = "fetchers_stopped"  # partitions: ["t/p", ...] this member had been fetching
     FETCHERS_STARTED = "fetchers_started"  # offsets: {"t/p": start offset}
-    COMMIT = "commit"  # topic, partition, offset
+    COMMIT = "commit"  # topic, partition, offset, sent (when the write went out: the event's time is its answer)
     SESSION_EXPIRED = "session_expired"  # the ZooKeeper session was lost; a new one is being set up
     SESSION_RENEWED = "session_renewed"  # session: the new session id
     REGISTERED = "registered"  # session
@@ -81,6 +81,10 @@ class EventBus:
         self._listeners: list[EventListener] = []
         self._lock = threading.Lock()
         self._seq = itertools.count()
+
+    def now(self) -> float:
+        """The bus's wall clock (its events' `time`): for a step to stamp when it began, not only when it ended."""
+        return self._clock()
 
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
         """Add a subscriber; returns a function that removes it."""

@@ -70,6 +70,9 @@ class OffsetCheckpoints:
                 return written
             if offset < 0 or unchanged:
                 continue
+            # A member paused between sending a write and reading its answer reports the commit when it wakes,
+            # long after the server applied it: `sent` orders commits as the server saw them.
+            sent = self.events.now()
             self.store.write_offset(tp.topic, tp.partition, offset)
             with self._lock:
                 self._checkpoints[tp] = offset
@@ -77,7 +80,7 @@ class OffsetCheckpoints:
             if self.commits_meter is not None:
                 self.commits_meter.mark()
             log.info("%s: committed %s/%d=%d", self.consumer_id, tp.topic, tp.partition, offset)
-            self.events.emit(EventKind.COMMIT, topic=tp.topic, partition=tp.partition, offset=offset)
+            self.events.emit(EventKind.COMMIT, topic=tp.topic, partition=tp.partition, offset=offset, sent=sent)
         return written
 
     def reset(self) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from zkconsumer.embedded.process import is_running, port_open, wait_until
+from zkconsumer.lab.chaos.campaign import Campaign, CampaignSettings
 from zkconsumer.lab.chaos.cluster import GARBAGE, ChaosCluster
 from zkconsumer.lab.wire.links import BLACKHOLE
 from zkconsumer.zookeeper import layout
@@ -155,6 +158,29 @@ def test_the_stopped_ensemble_serves_again_after_start(cluster: ChaosCluster) ->
     with ZkClient(cluster.direct_zookeeper, session_timeout_ms=6000, log_id="chaos-test-quorum") as fresh:
         assert fresh.exists(layout.broker_path(1)) or fresh.exists("/brokers/ids")
     assert cluster.zk_leader() is not None
+
+
+def test_a_short_campaign_on_these_servers_holds_its_invariants_and_is_judged_again(
+        cluster: ChaosCluster, tmp_path: Path) -> None:
+    """Three faults on two members: the campaign's own run, then `zkconsumer lab chaos-check` as a user runs it
+    on the history, which must give the same verdict each time (the checkers are a function of the history)."""
+    kinds = ("member_kill", "session_expiry", "malformed_registration")
+    lines: list[str] = []
+    settings = CampaignSettings(3, 2, members=2, partitions=4, rate=50, kinds=kinds)
+    run_dir = Campaign(settings, tmp_path / "campaign", progress=lines.append, cluster=cluster).execute()
+    assert sum("re-converged" in line for line in lines) == 3, lines  # one progress line per fault
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["faults_applied"] == 3
+    verdicts = []
+    for _ in range(2):
+        check = subprocess.run([sys.executable, "-m", "zkconsumer", "lab", "chaos-check", str(run_dir)], check=False,
+                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert check.returncode == 0 and "violations: 0" in check.stdout, check.stdout + check.stderr
+        verdicts.append(json.loads((run_dir / "chaos.json").read_text()))
+    assert verdicts[0] == verdicts[1]
+    assert {row["kind"] for row in verdicts[0]["table"]} == set(kinds)
+    audit = next(c for c in verdicts[0]["checks"] if c["invariant"] == 3)["measurements"]
+    assert audit["gaps"] == 0 and audit["consumed_offsets"] > 0
 
 
 def test_stop_leaves_no_server_running(cluster: ChaosCluster) -> None:

@@ -190,3 +190,16 @@ def test_a_directory_that_is_no_campaign_is_named(tmp_path: Path) -> None:
     run.trace("x", "zk").close()
     with pytest.raises(ValueError, match="not a fault campaign"):
         History.load(run.path)
+
+
+def test_a_commit_reported_on_waking_is_ordered_by_when_it_went_out() -> None:
+    """A member paused between sending a commit and reading its answer reports it on waking, after the new owner's
+    commit: ordered by `sent`, it came first and moved nothing back."""
+    records = [*clean(),
+               {"type": "member_event", "ts": 9.0, "member": "a", "kind": "commit", "topic": TOPIC, "partition": 1,
+                "offset": 5, "sent": 8.9},
+               {"type": "member_event", "ts": 9.5, "member": "b", "kind": "commit", "topic": TOPIC, "partition": 1,
+                "offset": 4, "sent": 5.0}]
+    assert judge(records)[4].violation_count == 0
+    records[-1] = {**records[-1], "sent": 9.4}  # sent after a's commit of 5: it did move the offset back
+    assert judge(records)[4].violations == {1: 1}

@@ -85,10 +85,12 @@ def test_a_claim_event_names_the_claiming_thread_as_owner(store):
 
 
 def test_commit_events_name_topic_partition_and_offset(store):
-    offsets = OffsetCheckpoints(store, "g_m")  # no bus given: it makes one that names the member
+    ticks = iter([10.0, 11.0])  # the write goes out at 10, its event is stamped when the answer came, at 11
+    offsets = OffsetCheckpoints(store, "g_m", events=EventBus("g_m", clock=lambda: next(ticks)))
     record = Recorder(offsets.events)
     assert offsets.commit([Position("clicks", 3, 12)]) == 1
-    assert record.of("commit") == [{"topic": "clicks", "partition": 3, "offset": 12}]
+    assert record.of("commit") == [{"topic": "clicks", "partition": 3, "offset": 12, "sent": 10.0}]
+    assert [e.time for e in record.events] == [11.0]
     assert [e.consumer_id for e in record.events] == ["g_m"]
 
 

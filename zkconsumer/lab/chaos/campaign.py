@@ -25,6 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ RECOVERY_S = 1.0  # quiet time after the group re-converged, before the next fau
 FIRST_CONVERGENCE_S = 120.0  # the members' first rebalance, with six JVMs starting on two cores
 DRAIN_S = 90.0
 LOAD_FLUSH_S = 30.0  # acks=all on a cluster that may still be catching a restarted broker up
-# The consumer's settings: Kafka 0.8.2's defaults except two (docs/chaos.md, "Settings"):
+# The consumer's settings: Kafka 0.8.2's defaults except two (docs/chaos.md, the consumer's settings):
 # - the commit interval, 60 s by default, which would make every fault replay a minute of work (the lab's scenarios
 #   use 1000 ms too, docs/lab.md);
 # - rebalance.max.retries, 4 by default: a peer whose ZooKeeper link is slowed holds its partitions for as long as
@@ -112,9 +113,11 @@ def _acks_all_producer(bootstrap: str) -> Callable[[], Any]:
 
 
 class Campaign:
-    def __init__(self, settings: CampaignSettings, out: Path, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(self, settings: CampaignSettings, out: Path, progress: Callable[[str], None] | None = None,
+                 cluster: ChaosCluster | None = None) -> None:
         self.settings = settings
         self.out = out
+        self.cluster = cluster  # servers already running (a test's), used and left running; None: start its own
         self.progress = progress or (lambda line: log.info("chaos: %s", line))  # one line per fault, for people
         self.stop = threading.Event()  # Ctrl-C: stop injecting, then drain and stop as usual
         self.run: RunDirectory | None = None
@@ -128,7 +131,7 @@ class Campaign:
         trace = run.trace("campaign", "zk")
         status, error = "failed", None
         try:
-            with ChaosCluster(run.path / "servers") as cluster:
+            with nullcontext(self.cluster) if self.cluster else ChaosCluster(run.path / "servers") as cluster:
                 cluster.create_topic(TOPIC, s.partitions)
                 status = self._run(cluster, trace)
                 error = None if status == "completed" else status

@@ -194,27 +194,28 @@ def check_offset_audit(history: History) -> CheckResult:
 
 
 def check_commits_monotonic(history: History) -> CheckResult:
-    """4: a partition's committed offset never moves backwards, in the znodes and in the members' commits."""
+    """4: a partition's committed offset never moves backwards, in the znodes and in the members' commits (ordered
+    by when each write went out, `sent`: a member paused while its write was answered reports it on waking)."""
     result = CheckResult(4, "committed offsets never move backwards")
     in_znode: dict[str, int] = {}
-    by_commit: dict[str, int] = {}
     unreadable = 0
-    for r in history.of_type("group_view", "member_event"):
-        if r["type"] == "group_view":
-            for partition, offset in sorted(r["offsets"].items()):
-                if offset is None:
-                    unreadable += 1
-                    continue
-                if offset < in_znode.get(partition, offset):
-                    result.violate(history, r["ts"], f"{partition}: the offset node went from {in_znode[partition]} "
-                                   f"to {offset}", ("group_view", "member_event", "fault"))
-                in_znode[partition] = offset
-        elif r["kind"] == "commit":
-            partition = f"{r['topic']}/{r['partition']}"
-            if r["offset"] < by_commit.get(partition, r["offset"]):
-                result.violate(history, r["ts"], f"{r['member']} committed {partition}={r['offset']} after "
-                               f"{by_commit[partition]}", ("member_event", "fault"))
-            by_commit[partition] = r["offset"]
+    for r in history.of_type("group_view"):
+        for partition, offset in sorted(r["offsets"].items()):
+            if offset is None:
+                unreadable += 1
+                continue
+            if offset < in_znode.get(partition, offset):
+                result.violate(history, r["ts"], f"{partition}: the offset node went from {in_znode[partition]} "
+                               f"to {offset}", ("group_view", "member_event", "fault"))
+            in_znode[partition] = offset
+    by_commit: dict[str, int] = {}
+    commits = [r for r in history.of_type("member_event") if r["kind"] == "commit"]
+    for r in sorted(commits, key=lambda r: r.get("sent", r["ts"])):
+        partition = f"{r['topic']}/{r['partition']}"
+        if r["offset"] < by_commit.get(partition, r["offset"]):
+            result.violate(history, r.get("sent", r["ts"]), f"{r['member']} committed {partition}={r['offset']} "
+                           f"after {by_commit[partition]}", ("member_event", "fault"))
+        by_commit[partition] = r["offset"]
     result.measurements = {"unreadable_offset_views": unreadable}
     return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -146,3 +147,20 @@ def expire_session(hosts: str, client_id: tuple[int, bytes]) -> None:
     intruder.start(timeout=CALL_TIMEOUT)
     intruder.stop()
     intruder.close()
+
+
+class EventRecorder:
+    """A member's rebalance events, kept for assertions: subscribe it to a connector or an EventBus (the events
+    arrive on the member's threads, hence the lock)."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self.lock = threading.Lock()
+
+    def __call__(self, event) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def of(self, kind: str) -> list:
+        with self.lock:
+            return [e for e in self.events if e.kind == kind]

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from helpers import make_config, unique, wait_for
+from helpers import EventRecorder, make_config, unique, wait_for
 from kafka import KafkaProducer
 from test_connector import converged, start_member_process
 
@@ -22,22 +22,6 @@ from zkconsumer.lab.wire import BLACKHOLE, RecordCollector, ZkProxy
 from zkconsumer.registration import ConsumerRegistrationError, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
-
-
-class Events:
-    """A member's rebalance events, kept for assertions (the listener runs on the member's threads)."""
-
-    def __init__(self) -> None:
-        self.seen: list = []
-        self._lock = threading.Lock()
-
-    def __call__(self, event) -> None:
-        with self._lock:
-            self.seen.append(event)
-
-    def of(self, kind: str) -> list:
-        with self._lock:
-            return [e for e in self.seen if e.kind == kind]
 
 
 def test_two_topics_in_one_group_are_balanced_by_subscription(cluster, zk, members):
@@ -85,7 +69,7 @@ def test_a_failed_attempt_leaves_no_partial_claim_behind(cluster, zk, members):
     group = unique("g")
     zk.create(f"/consumers/{group}/owners/{topic}/2", b"somebody-else-0", ephemeral=True)
     member = members(group, "m", rebalance_max_retries=2, rebalance_backoff_ms=50)
-    events = Events()
+    events = EventRecorder()
     member.add_event_listener(events)
     with pytest.raises(ConsumerRebalanceFailedError):
         member.create_message_streams({topic: 1})
@@ -140,7 +124,7 @@ def test_a_fast_bounce_with_a_rebalance_budget_below_the_session_timeout(cluster
         proc.wait(timeout=10)
         killed = time.monotonic()
         bounced = members(group, "fixed", **budget)
-        events = Events()
+        events = EventRecorder()
         bounced.add_event_listener(events)
         bounced.create_message_streams({topic: 1})  # returns once registered and rebalanced
         waited = time.monotonic() - killed
@@ -236,7 +220,7 @@ def test_a_member_cut_off_from_zookeeper_reads_on_while_the_group_gives_its_part
         cut_off = ZookeeperConsumerConnector(make_config(proxy.connect_string("a"), group, "a"))
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5)
         try:
-            events = Events()
+            events = EventRecorder()
             cut_off.add_event_listener(events)
             read_by_a: list[tuple[int, int]] = []
             read_by_b: list[tuple[int, int]] = []
@@ -264,7 +248,7 @@ def test_a_member_cut_off_from_zookeeper_reads_on_while_the_group_gives_its_part
             except AssertionError as exc:  # say where each reader is, and what the cut-off member last did
                 raise AssertionError(f"{exc}; produced {sorted(offsets)[:3]}..; b's last reads {read_by_b[-3:]}, "
                                      f"a's {read_by_a[-3:]}; a's last events "
-                                     f"{[(str(e.kind), e.data) for e in events.seen[-6:]]}") from exc
+                                     f"{[(str(e.kind), e.data) for e in events.events[-6:]]}") from exc
             assert not events.of(EventKind.SESSION_EXPIRED)  # it does not know yet: nothing told it
             window = time.monotonic() - given_away
             proxy.restore("a")

@@ -4,10 +4,8 @@ re-registration retried, the first failure raised and later ones only reported, 
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from helpers import wait_for
+from helpers import EventRecorder, wait_for
 
 from fetcher_manager.stream import ChunkQueue, KafkaStream
 from rebalance.assignment import ConsumerThreadId
@@ -25,19 +23,7 @@ from zkconsumer.zookeeper.group import ZkGroupStore
 from zkconsumer.zookeeper.memory import MemoryZkClient
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list = []
-        self.lock = threading.Lock()
-
-    def __call__(self, event) -> None:
-        with self.lock:
-            self.events.append(event)
-
-    def of(self, kind: str) -> list:
-        with self.lock:
-            return [e for e in self.events if e.kind == kind]
-
+class Recorder(EventRecorder):
     def between(self, first_kind: str, last_kind: str) -> list:
         """Events after the first `first_kind` up to and including the first `last_kind` after it."""
         with self.lock:

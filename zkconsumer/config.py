@@ -128,6 +128,11 @@ class ConsumerConfig:
     zookeeper_ssl_keystore_password: str | None = _secret(None)
     zookeeper_ssl_keystore_type: str | None = _str(None)  # only PEM
     zookeeper_ssl_endpoint_identification_enable: bool = _bool(True)
+    # Opt-in fixes beyond 0.8.2 (docs/modes.md), each off by default: off, the member is 0.8.2 byte for byte.
+    zkconsumer_incremental_ownership: bool = _bool(False)
+    zkconsumer_patient_membership_ms: int = _int(0, 0)  # the settle window; 0 = rebalance at once, as 0.8.2
+    zkconsumer_claim_on_deletion: bool = _bool(False)
+    zkconsumer_consensus_barrier: bool = _bool(False)
     # Which derived fields were left to their default, so with_overrides() can re-derive them.
     _derived: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 

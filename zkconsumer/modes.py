@@ -1,0 +1,29 @@
+"""The opt-in modes beyond 0.8.2, named once: each is a set of `zkconsumer.*` consumer properties.
+
+"faithful" sets nothing (Kafka 0.8.2.2's behaviour, byte for byte); "all" is every mode together. What each
+mode fixes, what it costs and whether it is safe beside faithful members: docs/modes.md.
+"""
+
+from __future__ import annotations
+
+# The settle window the lab and the docs use for patient membership: longer than the gap between the joins of a
+# burst (staggered-join: 0.1 s) plus a notification's latency, short against a session timeout.
+PATIENT_WINDOW_MS = 300
+
+MODES: dict[str, dict[str, str]] = {
+    "faithful": {},
+    "incremental": {"zkconsumer.incremental.ownership": "true"},
+    "patient": {"zkconsumer.patient.membership.ms": str(PATIENT_WINDOW_MS)},
+    "claim-on-deletion": {"zkconsumer.claim.on.deletion": "true"},
+    "barrier": {"zkconsumer.consensus.barrier": "true"},
+}
+MODES["all"] = {k: v for name in ("incremental", "patient", "claim-on-deletion", "barrier")
+                for k, v in MODES[name].items()}
+
+
+def mode_properties(name: str) -> dict[str, str]:
+    """The consumer properties of mode `name`; a ValueError naming the modes there are for an unknown one."""
+    try:
+        return dict(MODES[name])
+    except KeyError:
+        raise ValueError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}") from None

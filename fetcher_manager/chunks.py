@@ -89,6 +89,18 @@ class ChunkQueue:
             self._not_full.notify_all()
             return dropped
 
+    def drop_partitions(self, keys: set) -> int:
+        """Drop the queued chunks of these partitions (incremental ownership: they are no longer ours); returns
+        how many were dropped. The others keep their order."""
+        with self._lock:
+            kept = deque(c for c in self._items
+                         if not isinstance(c, FetchedDataChunk) or c.topic_info.key not in keys)
+            dropped = len(self._items) - len(kept)
+            self._items = kept
+            if dropped:
+                self._not_full.notify_all()
+            return dropped
+
     def qsize(self) -> int:
         with self._lock:
             return len(self._items)

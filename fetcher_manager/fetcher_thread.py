@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -58,6 +59,7 @@ class ConsumerFetcherThread(threading.Thread):
         self._partitions: dict[TopicPartition, PartitionTopicInfo] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
+        self._rounds = 0  # loops of run() ended; `await_round` waits for the next to end
         self._rotation = 0
         self._broker_metrics = _BrokerMetrics.create(metrics, settings.client_id, broker)
 
@@ -78,6 +80,25 @@ class ConsumerFetcherThread(threading.Thread):
                 if self._partitions.pop(tp, None) is not None:
                     self._high_watermarks.pop(tp, None)
                     self._remove_lag_gauge(tp)
+
+    def await_round(self, timeout_s: float) -> bool:
+        """Wait until a loop that began after this call has ended, or the thread is gone; False on timeout.
+
+        After `remove_partitions`, a fetch already under way may still queue a chunk of a removed partition; once
+        the next loop has ended, nothing of a partition removed before the call can be queued any more
+        (incremental ownership, docs/modes.md)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            # The first loop to end after this call either was under way (and is now done) or began after the
+            # removal (and never held the removed partitions).
+            target = self._rounds + 1
+            self._changed.notify_all()  # an idle loop wakes at once instead of after _IDLE_WAIT_S
+            while self._rounds < target and self.is_alive() and not self._stopping.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, _IDLE_WAIT_S))
+        return True
 
     def partitions(self) -> list[TopicPartition]:
         with self._lock:
@@ -130,6 +151,9 @@ class ConsumerFetcherThread(threading.Thread):
         try:
             while not self._stopping.is_set():
                 self._do_work()
+                with self._changed:
+                    self._rounds += 1
+                    self._changed.notify_all()
         except Exception:
             log.exception("[%s] %s died", self._settings.consumer_id, self.name)
             self._hand_back(self.partitions())

@@ -104,6 +104,36 @@ class ConsumerFetcherManager:
         if finder is not None or fetchers:
             log.info("[%s] all fetchers stopped", self._settings.consumer_id)
 
+    def add_partitions(self, partition_infos: Iterable[PartitionTopicInfo]) -> None:
+        """Own these partitions too, without stopping the fetchers of the others (incremental ownership,
+        docs/modes.md); the leader finder hands them to fetcher threads. Starts the connections if none run."""
+        infos = list(partition_infos)
+        with self._lock:
+            running = self._finder is not None
+            if running:
+                for info in infos:
+                    self._partition_map[info.key] = info
+                    self._no_leader.add(info.key)
+                self._no_leader_changed.notify_all()
+        if not running:
+            self.start_connections(infos)
+
+    def remove_partitions(self, tps: Iterable[TopicPartition], timeout_s: float = _FETCHER_JOIN_S) -> bool:
+        """Stop fetching these partitions and keep fetching the others; True once no fetcher can queue a chunk
+        of them any more. False if a fetcher did not finish its loop in time (blocked on a full queue): the
+        caller then stops every fetcher, as 0.8.2 always does."""
+        removed = set(tps)
+        with self._lock:
+            for tp in removed:
+                self._partition_map.pop(tp, None)
+                self._no_leader.discard(tp)
+            fetchers = list(self._fetchers.values())
+        holding = [f for f in fetchers if removed & set(f.partitions())]
+        for fetcher in holding:
+            fetcher.remove_partitions(removed)
+        deadline = time.monotonic() + timeout_s
+        return all(f.await_round(max(0.0, deadline - time.monotonic())) for f in holding)
+
     def shutdown(self) -> None:
         """``stop_connections`` for good: later ``start_connections`` calls fail. Returns within about
         ``_FINDER_JOIN_S`` even if the finder is blocked in ``broker_source()``; ``join`` waits for it."""

@@ -107,6 +107,11 @@ class ConsumerIterator(Iterator[MessageAndMetadata]):
                 self._flush_meters()
             return self._decode(message) if self._decoding else message
 
+    @property
+    def current_info(self) -> PartitionTopicInfo | None:
+        """The partition of the chunk being iterated (or last iterated)."""
+        return self._info
+
     def clear_current_chunk(self) -> None:
         """Forget the chunk being iterated (rebalance: its partition may now belong to someone else)."""
         log.info("[%s] clearing the current data chunk of this consumer iterator", self._client_id)
@@ -216,3 +221,9 @@ class KafkaStream:
     def clear(self) -> None:
         """Drop the iterator's current chunk (the queue itself is cleared by the connector)."""
         self._iterator.clear_current_chunk()
+
+    def clear_if_partition(self, keys: set) -> None:
+        """Drop the iterator's current chunk if it is of one of these partitions (incremental ownership)."""
+        info = self._iterator.current_info
+        if info is not None and info.key in keys:
+            self._iterator.clear_current_chunk()

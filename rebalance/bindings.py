@@ -44,6 +44,14 @@ class StreamBindings:
         for stream in self.streams():
             stream.clear()
 
+    def drop_partitions(self, keys: set) -> None:
+        """Incremental ownership: drop the queued chunks and the streams' current chunks of these partitions only;
+        the others' messages keep flowing to the application."""
+        for queue in self.queues():
+            queue.drop_partitions(keys)
+        for stream in self.streams():
+            stream.clear_if_partition(keys)
+
     def queues(self) -> list[ChunkQueue]:
         """Distinct queues (wildcard subscriptions share one queue across topics)."""
         return self._distinct(0)

@@ -51,6 +51,10 @@ class EventKind(enum.StrEnum):
     REGISTRATION_FAILED = "registration_failed"  # error, retry_in_s
     CONNECTION = "connection"  # state: connected | suspended | lost
     REBALANCE_FAILED = "rebalance_failed"  # error: retries exhausted
+    # Opt-in modes only (docs/modes.md); a faithful member never emits these.
+    OWNER_GONE = "owner_gone"  # topic, partition: a conflicting owner node was deleted while we waited for it
+    BARRIER = "barrier"  # generation, members, acked: the consensus barrier's wait ended
+    BARRIER_SKIPPED = "barrier_skipped"  # members: those without the barrier, so this attempt went without it
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
 
 from fetcher_manager.partition_info import PartitionTopicInfo
+from rebalance import opt_in
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
@@ -25,6 +26,7 @@ from rebalance.listener_types import (
     ConsumerRebalanceFailedError,
     ConsumerRebalanceListener,
     FetcherControl,
+    ModeRefusedError,
     RebalanceSettings,
     RebalanceStats,
     Timer,
@@ -32,6 +34,7 @@ from rebalance.listener_types import (
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.store import GroupStore
+from rebalance.subscription import Registration
 from rebalance.sync import THREADING, SyncPrimitives, Thread
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,14 @@ class ZKRebalancerListener:
         self.last_error: Exception | None = None  # why the last rebalance or registration failed; None after success
         self._cond = sync.condition()
         self._triggered = False
+        # Opt-in modes (rebalance/opt_in.py, docs/modes.md): triggers are numbered so a wait can wake on a newer one,
+        # and a patient member can tell a trigger its last successful view already covered.
+        self.trigger_seq = 0
+        self._last_trigger_at = clock()
+        self._covered_seq = -1
+        self.last_registrations: dict[str, Registration] = {}  # of the last view read
+        self._registration_cache: dict[str, Registration] = {}  # incremental: registrations do not change
+        self.barrier_generation: str | None = None  # the view this member last acknowledged
         self._session_renewed = False
         self._tasks: list[Callable[[], None]] = []
         self._shutting_down = sync.event()
@@ -96,7 +107,40 @@ class ZKRebalancerListener:
         self.events.emit(EventKind.TRIGGER, reason=reason)
         with self._cond:
             self._triggered = True
+            self.trigger_seq += 1
+            self._last_trigger_at = self.clock()
             self._cond.notify_all()
+
+    @property
+    def sync(self) -> SyncPrimitives:
+        return self._sync
+
+    def wake(self) -> None:
+        """Wake `wait_until` (a watch of an opt-in mode saw what it waited for)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait, up to `timeout_s`, until `predicate` holds; re-checked on every trigger, `wake` and `stop`."""
+        with self._cond:
+            return bool(self._cond.wait_for(predicate, timeout_s))
+
+    def settle(self) -> int:
+        """Patient membership (kazoo's PatientChildrenWatch): wait until no trigger came for the settle window,
+        at most ten windows in all, so a burst of joins or a rolling start becomes one rebalance. Returns the
+        trigger number the coming view covers."""
+        window = self.settings.modes.patience_ms / 1000.0
+        if window <= 0:
+            return self.trigger_seq
+        give_up_at = self.clock() + 10 * window
+        with self._cond:
+            while not self._shutting_down.is_set():
+                quiet_at = min(self._last_trigger_at + window, give_up_at)
+                if self.clock() >= quiet_at:
+                    break
+                self._cond.wait(quiet_at - self.clock())
+            self._triggered = False  # what came while settling is in the view read next
+            return self.trigger_seq
 
     def submit(self, task: Callable[[], None]) -> None:
         """Run `task` on the watcher thread before its next rebalance; for work that must not run on kazoo's
@@ -124,6 +168,8 @@ class ZKRebalancerListener:
                 fire, renewed, tasks = self._triggered, self._session_renewed, self._tasks
                 self._triggered = self._session_renewed = False
                 self._tasks = []
+                # A patient member's last successful view may already cover this trigger (read after it came).
+                fire = fire and not (self.settings.modes.patience_ms > 0 and self.trigger_seq <= self._covered_seq)
             try:
                 for task in tasks:
                     task()
@@ -145,6 +191,7 @@ class ZKRebalancerListener:
             self.close_fetchers(self.bindings.topics(), commit=False)
             self.ownership.forget()
             self.offsets.reset()
+            self._registration_cache.clear()
         self._register()
         self.synced_rebalance()  # returns at once if the member shut down while re-registering
 
@@ -208,15 +255,25 @@ class ZKRebalancerListener:
         with self.rebalance_lock:
             if self.shutting_down:
                 return
+            covers = self.settle()
+            if self.shutting_down:
+                return
             self.stats.rebalances += 1
             number = self.stats.rebalances
             began = self.clock()
             self.events.emit(EventKind.REBALANCE_BEGIN, rebalance=number)
-            with self.timer.time() if self.timer is not None else nullcontext():
-                result, attempts = self._attempts(number)
+            try:
+                with self.timer.time() if self.timer is not None else nullcontext():
+                    result, attempts = self._attempts(number)
+            except ModeRefusedError as error:
+                self.last_error = error
+                self.set_state(MemberState.FAILED, reason="mode refused")
+                self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
+                raise
             self.events.emit(EventKind.REBALANCE_END, rebalance=number, result=result, attempts=attempts,
                              duration_ms=round((self.clock() - began) * 1000.0, 3))
             if result == "ok":
+                self._covered_seq = covers
                 self.last_error = None
                 self.set_state(MemberState.OWNING, partitions=len(self.ownership.owners()))
                 return
@@ -242,7 +299,9 @@ class ZKRebalancerListener:
             began = self.clock()
             error = None
             try:
-                result = self.rebalance()
+                result = opt_in.attempt(self) if self.settings.modes.any_attempt_mode else self.rebalance()
+            except ModeRefusedError:
+                raise
             except Exception as exc:
                 # As 0.8.2: ZooKeeper may change under a snapshot (a node vanishes between list and read);
                 # the attempt fails and the next one starts from a fresh snapshot.
@@ -259,7 +318,10 @@ class ZKRebalancerListener:
             if result == AttemptResult.CONFLICT:
                 self.stats.conflicts += 1
             log.info("%s: end rebalancing attempt %d: failed (%s)", self.consumer_id, attempt, result)
-            self.close_fetchers(self.bindings.topics())
+            if result == AttemptResult.VIEW_CHANGED:
+                continue  # an opt-in mode's wait saw the group change: the next view is already there to read
+            if not self.settings.modes.incremental:  # incremental: what we kept is still ours and still fetched
+                self.close_fetchers(self.bindings.topics())
             if self._shutting_down.wait(self.settings.backoff_ms / 1000.0):
                 return "stopped", attempt + 1
         return "failed", self.settings.max_retries
@@ -268,9 +330,7 @@ class ZKRebalancerListener:
         """One attempt, in the 0.8.2 order of `ZKRebalancerListener.rebalance`."""
         my_topics = self.read_own_subscription()
         if not self.store.live_brokers():
-            log.warning("%s: no broker partitions consumed by consumer thread; waiting for brokers", self.consumer_id)
-            self.store.watch_brokers(lambda: self.trigger("broker change after a no-broker rebalance"))
-            return AttemptResult.NO_BROKERS
+            return self.no_brokers()
         self.close_fetchers(my_topics)
         self.before_releasing_partitions()
         self.release_partitions()
@@ -287,6 +347,11 @@ class ZKRebalancerListener:
         self.before_starting_fetchers(group_assignment)
         self.start_fetchers(infos)
         return AttemptResult.OK
+
+    def no_brokers(self) -> AttemptResult:
+        log.warning("%s: no broker partitions consumed by consumer thread; waiting for brokers", self.consumer_id)
+        self.store.watch_brokers(lambda: self.trigger("broker change after a no-broker rebalance"))
+        return AttemptResult.NO_BROKERS
 
     # --- the steps, in order -----------------------------------------------------------------------
 
@@ -318,12 +383,27 @@ class ZKRebalancerListener:
         all_topics = self.store.all_topics()
         # 0.8.2 reads the registrations one after another (ZkUtils.getConsumersPerTopic); the same reads are sent
         # here as one pipelined batch: M round trips become one, which is most of an attempt's wait at large M.
+        self.last_registrations = self._read_registrations(members)
         subscriptions = {
             member: registration.topic_streams(all_topics, self.settings.exclude_internal_topics)
-            for member, registration in self.store.registrations(members).items()
+            for member, registration in self.last_registrations.items()
         }
         topics = {t for subscription in subscriptions.values() for t in subscription}
         return AssignmentContext.build(self.consumer_id, subscriptions, self.store.partitions_for_topics(topics))
+
+    def _read_registrations(self, members: list[str]) -> dict[str, Registration]:
+        """Every member's registration. Incremental ownership reads only those of members it has not seen: a
+        member writes its registration once per session and re-registers under a new id only by leaving first,
+        so a cached one is current while its id stays in the list (docs/modes.md)."""
+        if not self.settings.modes.incremental:
+            return self.store.registrations(members)
+        cache = self._registration_cache
+        for gone in set(cache) - set(members):
+            del cache[gone]
+        unseen = [m for m in members if m not in cache]
+        if unseen:
+            cache.update(self.store.registrations(unseen))
+        return {m: cache[m] for m in members}
 
     def assign(self, context: AssignmentContext) -> dict[str, Assignment]:
         return self.assignor.assign_group(context)
@@ -352,6 +432,14 @@ class ZKRebalancerListener:
             for tp, thread_id in assignment.items():
                 global_view.setdefault(tp.topic, {})[tp.partition] = thread_id
         self.user_listener.before_starting_fetchers(self.consumer_id, global_view)
+
+    def add_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
+        """Incremental ownership: fetch these too; the fetchers of the partitions kept never stopped."""
+        log.info("%s: fetching started for %d more partitions", self.consumer_id, len(infos))
+        self.events.emit(EventKind.FETCHERS_STARTED, offsets={
+            partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
+        if infos:
+            self.fetchers.add_partitions(list(infos.values()))
 
     def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
         log.info("%s: fetching started for %d partitions", self.consumer_id, len(infos))

@@ -51,6 +51,22 @@ class Ownership:
             self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
         self.forget()
 
+    def release(self, partitions: list[TopicPartition], *, batch: bool = False) -> None:
+        """Delete these owner nodes and forget them, keeping the rest (opt-in modes, docs/modes.md). `batch` sends
+        the deletes as one pipelined batch: members waiting to claim them hear of all at once."""
+        if batch:
+            self.store.release_many(partitions)
+        else:
+            for tp in partitions:
+                self.store.release(tp.topic, tp.partition)
+        for tp in partitions:
+            log.info("%s: released partition %s", self.consumer_id, tp)
+            self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
+        with self._lock:
+            for tp in partitions:
+                self._infos.pop(tp, None)
+                self._owners.pop(tp, None)
+
     def forget(self) -> None:
         """Drop the registry without touching ZooKeeper (after a session expiry the nodes are already gone)."""
         with self._lock:
@@ -66,23 +82,32 @@ class Ownership:
         claimed: list[TopicPartition] = []
         conflict = False
         for tp in sorted(decision):
-            thread = str(decision[tp])
-            outcome = self.store.claim(tp.topic, tp.partition, thread)
-            self.events.emit(EventKind.CLAIM, topic=tp.topic, partition=tp.partition, thread=thread, ok=outcome.ok,
-                             owner=thread if outcome.ok else outcome.owner)
-            if outcome.ok:
+            if self.claim_one(tp, str(decision[tp])):
                 claimed.append(tp)
-                log.info("%s: %s successfully owned partition %s", self.consumer_id, thread, tp)
             else:
                 conflict = True
-                log.info("%s: waiting for the partition ownership of %s to be deleted (owned by %s)",
-                         self.consumer_id, tp, outcome.owner)
         if conflict:
-            for tp in claimed:
-                self.store.release(tp.topic, tp.partition)
-                self.events.emit(EventKind.ROLLBACK, topic=tp.topic, partition=tp.partition)
+            self.roll_back(claimed)
             return False
         return True
+
+    def claim_one(self, tp: TopicPartition, thread: str) -> bool:
+        """Create one owner node; False on a conflict (logged and reported, as 0.8.2 logs each)."""
+        outcome = self.store.claim(tp.topic, tp.partition, thread)
+        self.events.emit(EventKind.CLAIM, topic=tp.topic, partition=tp.partition, thread=thread, ok=outcome.ok,
+                         owner=thread if outcome.ok else outcome.owner)
+        if outcome.ok:
+            log.info("%s: %s successfully owned partition %s", self.consumer_id, thread, tp)
+        else:
+            log.info("%s: waiting for the partition ownership of %s to be deleted (owned by %s)",
+                     self.consumer_id, tp, outcome.owner)
+        return outcome.ok
+
+    def roll_back(self, claimed: list[TopicPartition]) -> None:
+        """Delete the owner nodes this attempt created (after a conflict elsewhere)."""
+        for tp in claimed:
+            self.store.release(tp.topic, tp.partition)
+            self.events.emit(EventKind.ROLLBACK, topic=tp.topic, partition=tp.partition)
 
     def install(self, decision: Assignment, infos: Mapping[TopicPartition, PartitionTopicInfo]) -> None:
         with self._lock:

@@ -51,6 +51,18 @@ class GroupStore(Protocol):
     def release(self, topic: str, partition: int) -> None:
         """Delete the owner node; a missing node is fine."""
 
+    def release_many(self, partitions: list) -> None:
+        """`release` of each, as one batch where the store can (opt-in modes, docs/modes.md)."""
+
+    def watch_owner(self, topic: str, partition: int, callback: Callable[[bool], None]) -> Callable[[], None]:
+        """Call `callback(node present)` now and on each change of the owner node; returns the watch's stop."""
+
+    def barrier_ack(self, generation: str, consumer_id: str, previous: str | None) -> None:
+        """Acknowledge view `generation` (and withdraw the ack of `previous`): the consensus barrier."""
+
+    def watch_barrier(self, generation: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+        """Call `callback(acknowledging members)` now and on each change; returns the watch's stop."""
+
     def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
         """Create the ephemeral owner node; a falsy `Claim` naming the current owner on a conflict."""
 

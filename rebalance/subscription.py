@@ -72,6 +72,9 @@ class Registration:
     subscription: Mapping[str, int]
     timestamp: str | None = None
     version: int = 1
+    # Opt-in modes that need every member (docs/modes.md), written as an extra key that 0.8.2 ignores; empty for a
+    # faithful member, whose registration stays byte for byte 0.8.2's.
+    modes: tuple[str, ...] = ()
 
     @classmethod
     def static(cls, topic_streams: Mapping[str, int], timestamp: str | None = None) -> Registration:

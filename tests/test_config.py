@@ -48,6 +48,10 @@ def make(**extra: object) -> ConsumerConfig:
         ("offsets_channel_backoff_ms", 1000),
         ("offsets_channel_socket_timeout_ms", 10000),
         ("offsets_commit_max_retries", 5),
+        ("zkconsumer_incremental_ownership", False),
+        ("zkconsumer_patient_membership_ms", 0),
+        ("zkconsumer_claim_on_deletion", False),
+        ("zkconsumer_consensus_barrier", False),
     ],
 )
 def test_spec_defaults(field: str, default: object) -> None:
@@ -58,8 +62,9 @@ def test_spec_defaults(field: str, default: object) -> None:
 
 def test_every_field_has_a_default_test_and_maps_to_a_dotted_key() -> None:
     names = [f.name for f in dataclasses.fields(ConsumerConfig) if f.init]
-    # the 29 keys of Kafka 0.8.2 ConsumerConfig + ZKConfig, and 9 ZooKeeper security keys (docs/security.md)
-    assert len(names) == 29 + 9
+    # the 29 keys of Kafka 0.8.2 ConsumerConfig + ZKConfig, 9 ZooKeeper security keys (docs/security.md) and the 4
+    # opt-in modes (docs/modes.md)
+    assert len(names) == 29 + 9 + 4
     assert all("_" in n for n in names)
 
 

@@ -9,6 +9,7 @@ event thread only records and signals; the auto-commit thread commits under the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -20,16 +21,19 @@ from fetcher_manager.metrics import MetricsRegistry, metric_name, tag_matcher
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
 from fetcher_manager.stream import ChunkQueue, KafkaStream
+from rebalance import opt_in
 from rebalance.assignment import ConsumerThreadId
 from rebalance.assignors import get_assignor
 from rebalance.bindings import StreamBindings
 from rebalance.events import EventBus, EventKind, EventListener, MemberEvent, MemberState, partition_key
 from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, RebalanceStats, ZKRebalancerListener
+from rebalance.listener_types import ModeRefusedError
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.subscription import Registration, TopicFilter
 from rebalance.sync import THREADING, SyncPrimitives, Thread
 from zkconsumer.config import ConsumerConfig
+from zkconsumer.modes import mode_settings
 from zkconsumer.registration import make_consumer_id, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import WatchHandle, ZkClient, ZkUnavailableError
@@ -105,7 +109,7 @@ class ZookeeperConsumerConnector:
             self._fetch_settings(), functools.partial(read_brokers, self.zk, skip_bad=True), self.registry)
         self.listener = ZKRebalancerListener(
             RebalanceSettings(self.consumer_id, config.rebalance_max_retries, config.rebalance_backoff_ms,
-                              config.auto_commit_enable, config.exclude_internal_topics),
+                              config.auto_commit_enable, config.exclude_internal_topics, modes=mode_settings(config)),
             self.store, get_assignor(config.partition_assignment_strategy), self.fetcher_manager, self.bindings,
             self.ownership, self.offsets, events=self.events,
             timer=self.registry.timer(self._name("RebalanceRateAndTime")), register=self._reregister, sync=sync,
@@ -135,7 +139,7 @@ class ZookeeperConsumerConnector:
                 queue, stream = self._new_stream(key_decoder, value_decoder)
                 self._bind(topic, i, queue, stream)
                 result.setdefault(topic, []).append(stream)
-        self._registration = Registration.static(topic_count_map)
+        self._registration = self._with_modes(Registration.static(topic_count_map))
         self.listener.set_state(MemberState.REGISTERING)
         self._register()
         self._reinitialize(set(topic_count_map))
@@ -150,7 +154,7 @@ class ZookeeperConsumerConnector:
         self._claim_streams_once()
         pairs = [self._new_stream(key_decoder, value_decoder) for _ in range(num_streams)]
         self._wildcard = (topic_filter, pairs)
-        self._registration = Registration.wildcard(topic_filter, num_streams)
+        self._registration = self._with_modes(Registration.wildcard(topic_filter, num_streams))
         self.listener.set_state(MemberState.REGISTERING)
         self._register()
         self._wildcard_watch = self.zk.watch_children(layout.BROKER_TOPICS, self._on_topics_changed)
@@ -276,6 +280,13 @@ class ZookeeperConsumerConnector:
         self.bindings.bind(topic, ConsumerThreadId(self.consumer_id, index), queue, stream)
         self.registry.gauge(self._name("FetchQueueSize", topic=topic, threadId=str(index)), queue.qsize)
 
+    def _with_modes(self, registration: Registration) -> Registration:
+        """A member running the consensus barrier says so in its registration (the barrier needs every member);
+        every other member's registration stays 0.8.2's, byte for byte."""
+        if self.listener.settings.modes.barrier:
+            return dataclasses.replace(registration, modes=(opt_in.BARRIER,))
+        return registration
+
     def _register(self) -> None:
         assert self._registration is not None
         wait = 2 * self.config.zookeeper_session_timeout_ms / 1000.0 + 5.0
@@ -325,7 +336,13 @@ class ZookeeperConsumerConnector:
                                    lambda _children: self.listener.trigger("group membership changed"), initial=False)
             self.listener.start()
         self._watch_topic_data(topics)
-        self.listener.synced_rebalance()
+        try:
+            self.listener.synced_rebalance()
+        except ModeRefusedError:
+            # It must not stay registered: the others would assign it partitions it never claims.
+            log.error("%s: refusing to join group %s; shutting down", self.consumer_id, self.config.group_id)
+            self.shutdown()
+            raise
 
     def _watch_topic_data(self, topics: set[str]) -> None:
         with self._watch_lock:

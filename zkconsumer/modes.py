@@ -6,6 +6,13 @@ mode fixes, what it costs and whether it is safe beside faithful members: docs/m
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from rebalance.listener_types import ModeSettings
+
+if TYPE_CHECKING:
+    from zkconsumer.config import ConsumerConfig
+
 # The settle window the lab and the docs use for patient membership: longer than the gap between the joins of a
 # burst (staggered-join: 0.1 s) plus a notification's latency, short against a session timeout.
 PATIENT_WINDOW_MS = 300
@@ -27,3 +34,11 @@ def mode_properties(name: str) -> dict[str, str]:
         return dict(MODES[name])
     except KeyError:
         raise ValueError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}") from None
+
+
+def mode_settings(config: ConsumerConfig) -> ModeSettings:
+    """The listener's view of a config's `zkconsumer.*` keys."""
+    return ModeSettings(incremental=config.zkconsumer_incremental_ownership,
+                        patience_ms=config.zkconsumer_patient_membership_ms,
+                        claim_on_deletion=config.zkconsumer_claim_on_deletion,
+                        barrier=config.zkconsumer_consensus_barrier)

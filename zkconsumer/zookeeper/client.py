@@ -301,6 +301,32 @@ class ZkClient(ZkOperations):
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
         return results
 
+    def delete_many(self, paths: list[str]) -> None:
+        """Every delete sent before the first answer is awaited, as `get_many` does for reads: the same requests in
+        the same order, one round trip (claim on deletion: a member's releases reach the waiting claimers together,
+        docs/modes.md). A missing node is fine; a delete the connection loses goes again through `delete`."""
+        if len(paths) < 2 or not self.connected:
+            super().delete_many(paths)
+            return
+        sent = []
+        sent_in = self._session_id
+        for path in paths:
+            self._count("delete")
+            sent.append(self._send("delete", path, None, False))
+        deadline = time.monotonic() + self.request_timeout_s
+        for path, pending in zip(paths, sent, strict=True):
+            try:
+                pending.get(timeout=max(0.0, deadline - time.monotonic()))
+            except NoNodeError:
+                pass
+            except _RETRYABLE:
+                if self._session_id != sent_in:  # as `_request`: never resent under a new session
+                    raise ZkSessionChangedError(f"{self.log_id}: the ZooKeeper session expired during delete "
+                                                f"{path}; not resent under the new session") from None
+                self.delete(path)
+            except ConnectionClosedError:
+                raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
+
     def _send(self, op: str, path: str, data: bytes | None, ephemeral: bool) -> Any:
         k = self._kazoo
         if op == "create":  # never kazoo's makepath: parents are ours, with null data

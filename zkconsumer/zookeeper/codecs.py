@@ -71,9 +71,12 @@ def encode_registration(registration: Registration, timestamp_ms: int | None = N
         entries = ",".join(f'"{topic}":{n}' for topic, n in registration.subscription.items())
     else:
         entries = ",".join(f'"{json_escape(regex)}":{n}' for regex, n in registration.subscription.items())
+    # The opt-in modes that need every member say so after the keys 0.8.2 reads; TopicCount ignores other keys.
+    names = ",".join(json.dumps(m) for m in registration.modes)
+    modes = f',"zkconsumer.modes":[{names}]' if registration.modes else ""
     return (
         f'{{"version":{registration.version},"subscription":{{{entries}}},'
-        f'"pattern":"{registration.pattern}","timestamp":"{timestamp}"}}'
+        f'"pattern":"{registration.pattern}","timestamp":"{timestamp}"{modes}}}'
     ).encode()
 
 
@@ -92,8 +95,11 @@ def decode_registration(path: str, raw: bytes | None) -> Registration:
         counts[topic] = streams
     timestamp = data.get("timestamp")
     version = data.get("version", 1)
+    modes = data.get("zkconsumer.modes", [])
+    if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+        raise ZnodeDataError(path, raw, "'zkconsumer.modes' must be a list of mode names")
     return Registration(pattern, counts, None if timestamp is None else str(timestamp),
-                        version if isinstance(version, int) else 1)
+                        version if isinstance(version, int) else 1, tuple(modes))
 
 
 # --- brokers -----------------------------------------------------------------------------------------

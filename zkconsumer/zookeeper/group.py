@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from kazoo.exceptions import NodeExistsError, NotEmptyError
+
 from fetcher_manager.broker import Broker
 from rebalance.assignment import TopicPartition
 from rebalance.convergence import GroupSnapshot
@@ -82,6 +84,35 @@ class ZkGroupStore:
 
     def release(self, topic: str, partition: int) -> None:
         self.zk.delete(layout.owner_path(self.group, topic, partition))
+
+    def release_many(self, partitions: list[TopicPartition]) -> None:
+        self.zk.delete_many([layout.owner_path(self.group, tp.topic, tp.partition) for tp in partitions])
+
+    def watch_owner(self, topic: str, partition: int, callback: Callable[[bool], None]) -> Callable[[], None]:
+        """Call `callback(present)` now and on every change of the owner node; returns a function that stops it."""
+        handle = self.zk.watch_data(layout.owner_path(self.group, topic, partition),
+                                    lambda data: callback(data is not None), initial=True)
+        return handle.stop
+
+    def barrier_ack(self, generation: str, consumer_id: str, previous: str | None) -> None:
+        """Acknowledge a view (consensus barrier, docs/modes.md): an ephemeral child of the view's node; our ack of
+        the previous view is deleted, and its node too once empty (a non-empty one stays for the others)."""
+        try:
+            self.zk.create(layout.barrier_ack_path(self.group, generation, consumer_id), b"", ephemeral=True)
+        except NodeExistsError:
+            pass  # acknowledged in an earlier attempt on the same view
+        if previous is not None and previous != generation:
+            self.zk.delete(layout.barrier_ack_path(self.group, previous, consumer_id))
+            try:
+                self.zk.delete(layout.barrier_dir(self.group, previous))
+            except NotEmptyError:
+                pass
+
+    def watch_barrier(self, generation: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+        """Call `callback(members that acknowledged)` now and on every change; returns a function that stops it."""
+        handle = self.zk.watch_children(layout.barrier_dir(self.group, generation),
+                                        lambda children: callback(set(children)), initial=True)
+        return handle.stop
 
     def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
         ours, current = self.zk.create_ephemeral_expect_conflict(layout.owner_path(self.group, topic, partition),

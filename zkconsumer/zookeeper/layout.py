@@ -52,3 +52,12 @@ def topic_path(topic: str) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def barrier_dir(group: str, generation: str) -> str:
+    """The consensus barrier's acknowledgements of one view (an opt-in mode, docs/modes.md); 0.8.2 never reads it."""
+    return f"{CONSUMERS}/{group}/zkconsumer-barrier/{generation}"
+
+
+def barrier_ack_path(group: str, generation: str, consumer_id: str) -> str:
+    return f"{barrier_dir(group, generation)}/{consumer_id}"

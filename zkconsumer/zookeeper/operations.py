@@ -138,6 +138,11 @@ class ZkOperations:
         except NoNodeError:
             return False
 
+    def delete_many(self, paths: list[str]) -> None:
+        """`delete` of each (missing nodes are fine); `ZkClient` sends them as one pipelined batch."""
+        for path in paths:
+            self.delete(path)
+
     def create_ephemeral_expect_conflict(self, path: str, data: bytes) -> tuple[bool, bytes | None]:
         """Create an ephemeral node. Returns (True, data) when we hold it afterwards, else (False, the current
         node's data, or None if it vanished before it could be read).

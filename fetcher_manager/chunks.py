@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fetcher_manager.partition_info import PartitionTopicInfo
@@ -41,12 +42,16 @@ class ChunkQueue:
         self._not_empty = threading.Condition(self._lock)
         self._not_full = threading.Condition(self._lock)
 
-    def put(self, chunk: FetchedDataChunk, timeout: float | None = None) -> bool:
-        """Append, waiting while full; False if ``timeout`` seconds passed first (callers poll their stop flag)."""
+    def put(self, chunk: FetchedDataChunk, timeout: float | None = None,
+            interrupted: Callable[[], bool] | None = None) -> bool:
+        """Append, waiting while full; False if ``timeout`` seconds passed first or ``interrupted()`` holds after a
+        ``wake_putters`` (callers poll their stop flag)."""
         with self._not_full:
             if len(self._items) >= self.capacity:
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while len(self._items) >= self.capacity:
+                    if interrupted is not None and interrupted():
+                        return False
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False
@@ -54,6 +59,11 @@ class ChunkQueue:
             self._items.append(chunk)
             self._not_empty.notify()
             return True
+
+    def wake_putters(self) -> None:
+        """Wake every put waiting for room, to look at its `interrupted` (a fetcher asked to stop)."""
+        with self._not_full:
+            self._not_full.notify_all()
 
     def take(self, timeout: float | None = None) -> FetchedDataChunk | _Shutdown | None:
         """Next chunk, waiting up to ``timeout`` seconds (None = forever); None on timeout.

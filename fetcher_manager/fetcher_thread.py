@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.chunks import FetchedDataChunk
@@ -59,6 +59,7 @@ class ConsumerFetcherThread(threading.Thread):
         self._partitions: dict[TopicPartition, PartitionTopicInfo] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
+        self._blocked_on: Any = None  # the chunk queue a put of ours waits on, so a stop can wake it
         self._rounds = 0  # loops of run() ended; `await_round` waits for the next to end
         self._rotation = 0
         self._broker_metrics = _BrokerMetrics.create(metrics, settings.client_id, broker)
@@ -117,11 +118,15 @@ class ConsumerFetcherThread(threading.Thread):
     def initiate_shutdown(self) -> None:
         """Ask the thread to stop and fail its pending request at once; returns without waiting. Idempotent.
 
-        A put blocked on a full queue notices within ``_PUT_POLL_S``. Only a connect in progress is not
+        A put blocked on a full queue is woken at once, as the original's `interrupt()` of its fetcher thread
+        wakes its `put` (``_PUT_POLL_S`` only bounds a wake-up that is missed). Only a connect in progress is not
         interrupted (``KafkaWire.abort`` reaches established connections only).
         """
         self._stopping.set()
         self._wire.abort()
+        blocked = self._blocked_on
+        if blocked is not None:
+            blocked.wake_putters()
         with self._changed:
             self._changed.notify_all()
 
@@ -234,9 +239,13 @@ class ConsumerFetcherThread(threading.Thread):
         """Queue one chunk (blocking while the stream's queue is full) and advance the fetched offset."""
         scan = scan_record_set(records, fetch_offset)
         chunk = FetchedDataChunk(records, scan.valid_bytes, info, fetch_offset)
-        while not info.chunk_queue.put(chunk, timeout=_PUT_POLL_S):
-            if self._stopping.is_set():
-                return 0
+        self._blocked_on = info.chunk_queue
+        try:
+            while not info.chunk_queue.put(chunk, timeout=_PUT_POLL_S, interrupted=self._stopping.is_set):
+                if self._stopping.is_set():
+                    return 0
+        finally:
+            self._blocked_on = None
         if scan.valid_bytes:
             # A chunk with bytes but no complete batch is still queued (the iterator reports
             # MessageSizeTooLarge) and the offset stays put, as in Kafka.

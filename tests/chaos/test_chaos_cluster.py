@@ -19,6 +19,7 @@ import pytest
 
 from zkconsumer.embedded.process import is_running, port_open, wait_until
 from zkconsumer.lab.chaos.campaign import Campaign, CampaignSettings
+from zkconsumer.lab.chaos.cli import judge
 from zkconsumer.lab.chaos.cluster import GARBAGE, ChaosCluster
 from zkconsumer.lab.wire.links import BLACKHOLE
 from zkconsumer.zookeeper import layout
@@ -180,6 +181,23 @@ def test_a_short_campaign_on_these_servers_holds_its_invariants_and_is_judged_ag
     assert verdicts[0] == verdicts[1]
     assert {row["kind"] for row in verdicts[0]["table"]} == set(kinds)
     audit = next(c for c in verdicts[0]["checks"] if c["invariant"] == 3)["measurements"]
+    assert audit["gaps"] == 0 and audit["consumed_offsets"] > 0
+
+
+def test_a_short_campaign_with_every_opt_in_mode_on_holds_its_invariants(cluster: ChaosCluster, tmp_path: Path) -> None:
+    """The opt-in modes together (docs/modes.md) under the faults that test them most: a member killed (its owner
+    nodes outlive it by a session: claim on deletion waits on them), a pause past the session (a member that comes
+    back to a group that moved on: incremental must not keep what it no longer owns) and a ZooKeeper cut."""
+    kinds = ("member_kill", "member_pause", "member_zk_cut")
+    settings = CampaignSettings(3, 5, members=3, partitions=6, rate=50, kinds=kinds, mode="all",
+                                topic="chaos-modes", group="chaos-modes")
+    assert settings.properties["zkconsumer.consensus.barrier"] == "true"
+    run_dir = Campaign(settings, tmp_path / "campaign", progress=lambda _line: None, cluster=cluster).execute()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "completed" and manifest["faults_applied"] == 3
+    document, _table, violations = judge(run_dir)
+    assert violations == 0, [c.get("first_violation") for c in document["checks"]]
+    audit = next(c for c in document["checks"] if c["invariant"] == 3)["measurements"]
     assert audit["gaps"] == 0 and audit["consumed_offsets"] > 0
 
 

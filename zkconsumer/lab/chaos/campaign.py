@@ -39,6 +39,7 @@ from zkconsumer.lab.chaos.prescribed import converged
 from zkconsumer.lab.load import LoadProducer, wait_drained
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
 from zkconsumer.lab.zk_member import ZkMemberSettings
+from zkconsumer.modes import mode_properties
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,12 @@ class CampaignSettings:
     keys: int = 64
     kinds: tuple[str, ...] = f.FAULT_KINDS
     properties: dict[str, Any] = field(default_factory=lambda: dict(CONSUMER_PROPERTIES))
+    mode: str = "faithful"  # the members' opt-in mode (zkconsumer/modes.py), added to `properties`
+    topic: str = TOPIC  # another topic and group let a second campaign share one cluster (the tests do)
+    group: str = GROUP
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", {**self.properties, **mode_properties(self.mode)})
         if self.members < 1:
             raise ValueError(f"--members must be at least 1, got {self.members}")
         if self.partitions < 1:
@@ -93,10 +98,12 @@ class CampaignSettings:
         sync wait), as 0.8.2 spends it (docs/chaos.md)."""
         p = self.properties
         budget = int(p["rebalance.max.retries"]) * (int(p["rebalance.backoff.ms"]) + int(p["zookeeper.sync.time.ms"]))
-        return self.session_timeout_s + budget / 1000.0
+        # patient membership waits up to ten settle windows before it rebalances (rebalance/listener.py, settle)
+        patience = 10 * int(p.get("zkconsumer.patient.membership.ms", 0))
+        return self.session_timeout_s + (budget + patience) / 1000.0
 
     def describe(self) -> dict[str, Any]:
-        return {**asdict(self), "kinds": list(self.kinds), "topic": TOPIC, "group": GROUP,
+        return {**asdict(self), "kinds": list(self.kinds),
                 "settle_bound_s": self.settle_bound_s}
 
 
@@ -132,7 +139,7 @@ class Campaign:
         status, error = "failed", None
         try:
             with nullcontext(self.cluster) if self.cluster else ChaosCluster(run.path / "servers") as cluster:
-                cluster.create_topic(TOPIC, s.partitions)
+                cluster.create_topic(s.topic, s.partitions)
                 status = self._run(cluster, trace)
                 error = None if status == "completed" else status
         except KeyboardInterrupt:
@@ -153,14 +160,14 @@ class Campaign:
         s, run = self.settings, self.run
         assert run is not None
         trace.write("campaign", phase="start", settings=s.describe())
-        observer = GroupObserver(cluster.direct_zookeeper, GROUP, [TOPIC], trace).start()
+        observer = GroupObserver(cluster.direct_zookeeper, s.group, [s.topic], trace).start()
         load_trace = run.trace("load", "zk")
-        load = LoadProducer(cluster.bootstrap, {TOPIC: s.partitions}, load_trace, rate=s.rate, keys=s.keys,
+        load = LoadProducer(cluster.bootstrap, {s.topic: s.partitions}, load_trace, rate=s.rate, keys=s.keys,
                             producer_factory=_acks_all_producer(cluster.bootstrap)).start()
 
         def member_settings(name: str) -> ZkMemberSettings:
-            return ZkMemberSettings(name=name, group=GROUP, zookeeper_connect=cluster.member_zookeeper_connect(name),
-                                    topics={TOPIC: 1}, properties=dict(s.properties),
+            return ZkMemberSettings(name=name, group=s.group, zookeeper_connect=cluster.member_zookeeper_connect(name),
+                                    topics={s.topic: 1}, properties=dict(s.properties),
                                     trace_path=str(run.path / "traces" / f"{name}.jsonl"))
 
         members = ChaosMembers(trace, member_settings, run.path / "logs", cluster.direct_zookeeper)
@@ -192,7 +199,7 @@ class Campaign:
                 trace: TraceWriter) -> str:
         s = self.settings
         plan = f.plan_faults(s.faults, s.seed, s.session_timeout_s, s.kinds)
-        nemesis = Nemesis(cluster, members, trace, random.Random(f"{s.seed}/targets"), GROUP, TOPIC, s.partitions,
+        nemesis = Nemesis(cluster, members, trace, random.Random(f"{s.seed}/targets"), s.group, s.topic, s.partitions,
                           self.stop)
         began = time.monotonic()
         for spec in plan:
@@ -218,7 +225,7 @@ class Campaign:
         strategy = str(self.settings.properties["partition.assignment.strategy"])
         while not self.stop.is_set():
             view = observer.latest(since)
-            if view is not None and converged(view, GROUP, members.names(), strategy):
+            if view is not None and converged(view, self.settings.group, members.names(), strategy):
                 return True
             if time.monotonic() >= deadline:
                 return False

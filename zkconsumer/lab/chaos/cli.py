@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from zkconsumer.lab.chaos import faults as f
+from zkconsumer.modes import MODES
 
 
 def judge(run_dir: Path) -> tuple[dict[str, Any], str, int]:
@@ -57,10 +58,12 @@ def _report(run_dir: Path) -> None:
               help="messages produced per second")
 @click.option("--kinds", default=None, metavar="KIND[,KIND]",
               help=f"only these fault kinds (default: all of {', '.join(f.FAULT_KINDS)})")
+@click.option("--mode", default="faithful", show_default=True, type=click.Choice(list(MODES)),
+              help="the members' opt-in mode (docs/modes.md); faithful is Kafka 0.8.2")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="the campaign's directory (must not exist): its history, logs and chaos.json")
 def chaos(fault_count: int, seed: int, members: int, partitions: int, duration_s: float | None, rate: float,
-          kinds: str | None, out_dir: Path) -> None:
+          kinds: str | None, mode: str, out_dir: Path) -> None:
     """Run a random fault campaign against a consuming group on 3 ZooKeeper servers and 3 brokers, then check
     its invariants over the recorded history (docs/chaos.md)."""
     from zkconsumer.lab.chaos.campaign import Campaign, CampaignSettings
@@ -69,7 +72,7 @@ def chaos(fault_count: int, seed: int, members: int, partitions: int, duration_s
         raise click.UsageError(f"--out {out_dir} exists: a campaign writes a new directory (choose another path)")
     try:
         settings = CampaignSettings(fault_count, seed, members=members, partitions=partitions, duration_s=duration_s,
-                                    rate=rate, kinds=f.parse_kinds(kinds))
+                                    rate=rate, kinds=f.parse_kinds(kinds), mode=mode)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     campaign = Campaign(settings, out_dir, progress=click.echo)

@@ -164,3 +164,10 @@ class EventRecorder:
     def of(self, kind: str) -> list:
         with self.lock:
             return [e for e in self.events if e.kind == kind]
+
+
+def mode_overrides(mode: str, **extra) -> dict:
+    """`make_config` keyword overrides for an opt-in mode's properties (zkconsumer/modes.py) and `extra` ones."""
+    from zkconsumer.modes import mode_properties
+
+    return {key.replace(".", "_"): value for key, value in {**mode_properties(mode), **extra}.items()}

@@ -7,23 +7,17 @@ import threading
 import time
 
 import pytest
-from helpers import EventRecorder, unique, wait_for
+from helpers import EventRecorder, mode_overrides, unique, wait_for
 from test_connector import converged
 
 from zkconsumer import ConsumerRebalanceFailedError
-from zkconsumer.modes import mode_properties
 from zkconsumer.zookeeper import layout
 
 WAIT_S = 30.0
 
 
-def opts(mode: str, **extra) -> dict:
-    """`members(...)` keyword overrides for a mode's properties (dots become underscores)."""
-    return {key.replace(".", "_"): value for key, value in {**mode_properties(mode), **extra}.items()}
-
-
 def start(members, group: str, name: str, topic: str, mode: str = "faithful", **extra):
-    connector = members(group, name, **opts(mode, **extra))
+    connector = members(group, name, **mode_overrides(mode, **extra))
     recorder = EventRecorder()
     connector.add_event_listener(recorder)
     connector.create_message_streams({topic: 1})
@@ -82,7 +76,8 @@ def test_patience_turns_a_burst_of_joins_into_one_rebalance(cluster, zk, members
     incumbent, recorder = start(members, group, "a", topic, "patient", **window)
     wait_for(lambda: converged(zk, group, {topic: 8}), WAIT_S, message="one member settled")
     mark = max(e.seq for e in recorder.events)
-    joiners = [members(group, f"j{i}", **opts("patient", **window)) for i in range(3)]  # connected, not registered
+    # connected, not yet registered: registering is the join
+    joiners = [members(group, f"j{i}", **mode_overrides("patient", **window)) for i in range(3)]
     threads = [threading.Thread(target=j.create_message_streams, args=({topic: 1},), name=f"join-{i}")
                for i, j in enumerate(joiners)]
     for thread in threads:  # a staggered burst: joins 0.3 s apart, well inside the 1.5 s window

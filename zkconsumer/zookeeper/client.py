@@ -232,7 +232,10 @@ class ZkClient(ZkOperations):
 
     def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         deadline = time.monotonic() + self.request_timeout_s
-        sent_in: int | None = None  # the session a write first went out in
+        # The session a write was decided in: the caller's, when it asked. A write asked for while disconnected
+        # waits below; if the session expires meanwhile it must not go out under the next one either (a commit
+        # decided under the old session, sent once the new one connected, moved an offset back: docs/chaos.md).
+        sent_in: int | None = self._session_id if op in _WRITES else None
         while True:
             if self._closed.is_set():
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {path})")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zkconsumer.errors import InputError
+from zkconsumer.lab.designs import select_designs
 from zkconsumer.lab.scenario import (
     Scenario,
     ScenarioError,
@@ -141,9 +142,13 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
               help="external broker (default: embedded Apache Kafka); needs --zookeeper (its own), and the listener "
                    "it names must advertise --kafka-proxy-port")
 @click.option("--kafka-proxy-port", type=click.IntRange(0, 65535), default=0, show_default=True)
+@click.option("--mode", "mode", default="faithful", show_default=True, metavar="MODE[,MODE]",
+              help="the zk design's opt-in modes (docs/modes.md), one run each; the other designs run once")
 def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None, values: str | None,
-            repeats: int | None, zookeeper: str | None, bootstrap: str | None, kafka_proxy_port: int) -> None:
+            repeats: int | None, zookeeper: str | None, bootstrap: str | None, kafka_proxy_port: int,
+            mode: str) -> None:
     """Run SCENARIO (a file or a shipped name) on both designs and print a summary per run."""
+    from zkconsumer.lab.modes_cli import parse_modes
     from zkconsumer.lab.session import LabSession, select_cases
 
     if bootstrap is not None and zookeeper is None:
@@ -152,9 +157,13 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
     found = find_scenario(scenario)
     cases = select_cases(found, values, repeats)
     designs = select_designs(found.designs, design)
+    modes = parse_modes(mode)
     if not cases or not designs:
         raise click.UsageError(f"nothing to run: {found.name} has designs {found.designs} and "
                                f"{len(expand_cases(found))} cases before --values/--repeats")
+    # before the toolchain check: a mode given to a design that has none is refused whatever the machine has
+    session = LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
+                         bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port, modes=modes)
     if "original" in designs:
         from zkconsumer.embedded.process import EmbeddedError
         from zkconsumer.lab.original_driver import check_toolchain
@@ -163,25 +172,7 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
             check_toolchain()
         except EmbeddedError as exc:
             raise click.ClickException(str(exc)) from None
-    LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
-               bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port).run_cli()
-
-
-def select_designs(scenario_designs: list[str], choice: str) -> list[str]:
-    """`--design`: `both` = the scenario's designs among zk and coordinator (the default); `all` = those and the
-    original; one name = that design if the scenario runs it. The original runs wherever the scenario runs the
-    ZooKeeper design, listed or not: scenarios leave it out by default only because it needs a JDK."""
-    from zkconsumer.lab.designs import DESIGNS
-
-    runs = set(scenario_designs) | ({"original"} if "zk" in scenario_designs else set())
-    wanted = {"both": {"zk", "coordinator"}, "all": set(DESIGNS)}.get(choice)
-    if wanted is None:
-        wanted = {d.strip() for d in choice.split(",") if d.strip()}
-        unknown = sorted(wanted - set(DESIGNS))
-        if unknown or not wanted:
-            raise InputError(f"--design {choice!r}: {', '.join(unknown) or 'no design'} is not one of "
-                             f"{', '.join(DESIGNS)}, both, all (or a comma list of designs)")
-    return [d for d in DESIGNS if d in runs and d in wanted]
+    session.run_cli()
 
 
 @lab.command("lesson")
@@ -213,4 +204,12 @@ def _add_chaos_commands() -> None:
     lab.add_command(chaos_check)
 
 
+def _add_modes_command() -> None:
+    """`lab modes` compares the opt-in modes (zkconsumer/lab/modes_cli.py)."""
+    from zkconsumer.lab.modes_cli import modes
+
+    lab.add_command(modes)
+
+
 _add_chaos_commands()
+_add_modes_command()

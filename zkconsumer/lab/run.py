@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.admin import alter_partitions, create_topic
+from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
+from zkconsumer.lab.migrate import MigratingDriver, has_migrate
 from zkconsumer.lab.naming import member_name, name_width
 from zkconsumer.lab.run_links import MemberLinks
 from zkconsumer.lab.run_stability import POLL_S, ChangeTracker
@@ -32,6 +34,7 @@ from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire.mntr import MntrSampler
 from zkconsumer.lab.wire.tcp import host_port
+from zkconsumer.modes import mode_properties
 from zkconsumer.zookeeper.client import ZkClient
 
 log = logging.getLogger(__name__)
@@ -44,11 +47,11 @@ Progress = Callable[[str], None]
 __all__ = ["CaseRun", "LabRunError", "RunState", "make_driver"]
 
 
-def make_driver(design: str, process_mode: str) -> DesignDriver:
+def make_driver(design: str, process_mode: str, mode: str = FAITHFUL) -> DesignDriver:
     if design == "zk":
         from zkconsumer.lab.zk_driver import ZkDriver
 
-        return ZkDriver(process_mode)
+        return ZkDriver(process_mode, mode_properties(mode))
     if design == "original":
         from zkconsumer.lab.original_driver import OriginalDriver
 
@@ -79,20 +82,27 @@ class CaseRun:
     """
 
     def __init__(self, case: Case, design: str, servers: LabServers, out_dir: Path, *,
-                 process_mode: str | None = None, progress: Progress | None = None) -> None:
+                 process_mode: str | None = None, progress: Progress | None = None, mode: str = FAITHFUL) -> None:
+        if mode != FAITHFUL and design != MODE_DESIGN:
+            raise ValueError(f"mode {mode!r} on the {design} design: only {MODE_DESIGN} runs the opt-in modes")
+        mode_properties(mode)  # an unknown mode fails here, before a run directory exists
         self.case = case
         self.design = design
+        self.mode = mode
+        label = design_label(design, mode)
         self.servers = servers
         self.scenario = case.scenario
         self.process_mode = process_mode or self.scenario.group.process_mode
         self.progress = progress or (lambda _text: None)
-        self.run_id = f"{case.case_id}-{design}-{uuid.uuid4().hex[:6]}"
-        self.rundir = RunDirectory.create(out_dir / case.case_id / design, scenario=self.scenario.name,
+        self.run_id = f"{case.case_id}-{label}-{uuid.uuid4().hex[:6]}"
+        # A mode's run records its name and properties; the faithful mode's manifest is as before modes existed.
+        modal = {} if mode == FAITHFUL else {"mode": mode, "mode_properties": mode_properties(mode)}
+        self.rundir = RunDirectory.create(out_dir / case.case_id / label, scenario=self.scenario.name,
                                        case=case.case_id, design=design, seed=case.seed, repeat=case.repeat,
                                        sweep={case.sweep_axis: case.sweep_value} if case.sweep_axis else {},
                                        process_mode=self.process_mode, run_id=self.run_id,
                                        scenario_definition=self.scenario.model_dump(mode="json"),
-                                       servers=servers.describe())
+                                       servers=servers.describe(), **modal)
         if design == "original":  # what the members ran, as the jar names it (the manifest's `versions`)
             from zkconsumer.lab.original_driver import original_version
 
@@ -135,7 +145,9 @@ class CaseRun:
                                             name=f"lab-mntr{i}").start())
             env = LabEnvironment(self.rundir, self.case, self.group, topics, self.links.connect,
                                  self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
-            driver = make_driver(self.design, self.process_mode)
+            driver = make_driver(self.design, self.process_mode, self.mode)
+            if has_migrate(self.case.steps):  # only a run with `migrate` steps gets the coordinator half
+                driver = MigratingDriver(driver, self.process_mode)
             driver.start(env)
             self._transition(RunState.STARTING)
             self._start_observers(driver)
@@ -302,6 +314,8 @@ class CaseRun:
                 resumes.append((time.monotonic() - t0 + action.seconds, name))
             elif step.kind == "expire":
                 driver.expire(name)
+            elif step.kind == "migrate":
+                driver.migrate(name)  # type: ignore[attr-defined]
         return resumes
 
     def _add_partitions(self, admin: ZkClient, topic: str, total: int, topics: dict[str, int]) -> None:

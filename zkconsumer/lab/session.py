@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from zkconsumer.errors import InputError, UserError
+from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import Case, Scenario, expand_cases
 from zkconsumer.lab.scenario_model import Sweep
@@ -46,10 +47,15 @@ def select_cases(scenario: Scenario, values: str | None, repeats: int | None) ->
 class LabSession:
     def __init__(self, scenario: Scenario, cases: list[Case], designs: list[str], out_dir: Path, *,
                  process_mode: str | None = None, zookeeper: str | None = None, bootstrap: str | None = None,
-                 kafka_proxy_port: int = 0) -> None:
+                 kafka_proxy_port: int = 0, modes: list[str] | None = None) -> None:
         self.scenario = scenario
         self.cases = cases
         self.designs = designs
+        self.modes = modes or [FAITHFUL]
+        if self.modes != [FAITHFUL] and MODE_DESIGN not in designs:
+            raise InputError(f"--mode {','.join(self.modes)}: only the {MODE_DESIGN} design runs the opt-in modes "
+                             f"(Kafka 0.8.2.2's own consumer and the coordinator's have no such settings); add "
+                             f"{MODE_DESIGN} to --design, or run the faithful mode")
         self.out_dir = out_dir
         self.process_mode = process_mode
         self.zookeeper = zookeeper
@@ -69,13 +75,15 @@ class LabSession:
             try:
                 for case in self.cases:
                     servers.configure_broker(broker_settings(case.scenario))
-                    for design in self.designs:
-                        def report(text: str, case=case, design=design) -> None:
+                    for design, mode in self.runs_of_case():
+                        label = design_label(design, mode)
+
+                        def report(text: str, case=case, label=label) -> None:
                             if progress is not None:
-                                progress(f"{case.case_id} {design}: {text}")
+                                progress(f"{case.case_id} {label}: {text}")
 
                         path = CaseRun(case, design, servers, self.out_dir, process_mode=self.process_mode,
-                                       progress=report).run()
+                                       progress=report, mode=mode).run()
                         summaries.append(summarize(path))
                         if progress is not None:
                             progress(None)
@@ -83,10 +91,15 @@ class LabSession:
                 servers.stop()
         return summaries
 
+    def runs_of_case(self) -> list[tuple[str, str]]:
+        """(design, mode) of each run a case makes: the zk design once per mode, every other design once."""
+        return [(design, mode) for design in self.designs
+                for mode in (self.modes if design == MODE_DESIGN else [FAITHFUL])]
+
     def refuse_taken_out(self) -> None:
         """Before any server starts: a results directory is never overwritten or mixed with an earlier run's."""
-        taken = [self.out_dir / c.case_id / d for c in self.cases for d in self.designs
-                 if (self.out_dir / c.case_id / d).exists()]
+        taken = [self.out_dir / c.case_id / design_label(d, m) for c in self.cases for d, m in self.runs_of_case()
+                 if (self.out_dir / c.case_id / design_label(d, m)).exists()]
         if taken:
             raise InputError(f"--out {self.out_dir} already holds results ({taken[0].relative_to(self.out_dir)}): "
                              "give another --out, or remove the directory")
@@ -104,7 +117,7 @@ class LabSession:
 
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, interrupt)
-        total = len(self.cases) * len(self.designs)
+        total = len(self.cases) * len(self.runs_of_case())
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:
             with Progress(*columns, console=console, transient=False) as bar:

@@ -20,7 +20,7 @@ from typing import Any
 
 from zkconsumer.event_log import LineErrors
 from zkconsumer.lab import gaps, identities
-from zkconsumer.lab.designs import is_zookeeper_design
+from zkconsumer.lab.designs import FAITHFUL, design_label, is_zookeeper_design
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
 from zkconsumer.lab.protocol_rules import is_conflict, is_coordination_api, is_failed_attempt
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -60,6 +60,12 @@ class RunSummary:
     undecodable: int = 0
     blackholed: int = 0
     bad_lines: int = 0
+    mode: str = FAITHFUL  # the zk design's opt-in mode (zkconsumer/modes.py)
+
+    @property
+    def label(self) -> str:
+        """The design, with the mode of a mode's run: `zk+incremental`."""
+        return design_label(self.design, self.mode)
 
     @property
     def identities_hold(self) -> bool | None:
@@ -91,7 +97,8 @@ def summarize(run_dir: Path) -> RunSummary:
     manifest = RunDirectory.load(run_dir)
     definition = manifest.get("scenario_definition", {})
     summary = RunSummary(run_dir, manifest["design"], manifest["case"], manifest.get("sweep", {}),
-                         bool(manifest.get("completed")), definition.get("group", {}).get("members", 0))
+                         bool(manifest.get("completed")), definition.get("group", {}).get("members", 0),
+                         mode=manifest.get("mode", FAITHFUL))
     errors = LineErrors()
     records = sorted(read_traces(run_dir, errors), key=lambda r: r.get("ts") or 0.0)
     summary.bad_lines = errors.count
@@ -187,11 +194,11 @@ def render(summaries: list[RunSummary]):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
-            s.case, s.design, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
-            str(s.failures), *(_fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
+            s.case, s.label, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
+            str(s.failures), *(fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
-            _fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", _fmt(s.first_owned_s),
-            _fmt(s.time_to_stable), *map(_fmt, s.stable_split), _identities(s),
+            fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", fmt(s.first_owned_s),
+            fmt(s.time_to_stable), *map(fmt, s.stable_split), _identities(s),
             _done(s))
     return table
 
@@ -214,5 +221,5 @@ def median_of(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}" if value < 100 else f"{value:.0f}"

@@ -117,10 +117,12 @@ class ZkDriver:
     design = "zk"
     min_hosts = MIN_HOSTS  # member hosts started before any hosts a second member (threads mode)
 
-    def __init__(self, process_mode: str = "processes") -> None:
+    def __init__(self, process_mode: str = "processes", mode_properties: dict[str, str] | None = None) -> None:
         if process_mode not in ("processes", "threads"):
             raise ValueError(f"process_mode must be 'processes' or 'threads', not {process_mode!r}")
         self.process_mode = process_mode
+        # An opt-in mode's `zkconsumer.*` properties (zkconsumer/modes.py), over the scenario's [zk] section
+        self.mode_properties = dict(mode_properties or {})
         self.env: LabEnvironment | None = None
         self._members: dict[str, Any] = {}  # _ProcessMember | _ThreadMember, or the original design's
         self._paused: set[str] = set()
@@ -143,8 +145,9 @@ class ZkDriver:
         trace_path = env.run.path / "traces" / f"{name}.jsonl"
         settings = ZkMemberSettings(
             name=name, group=env.group, zookeeper_connect=env.zookeeper_connect(name),
-            topics={topic: scenario.group.streams for topic in env.topics}, properties=dict(scenario.zk),
-            trace_path=str(trace_path), fetch=self.process_mode == "processes")
+            topics={topic: scenario.group.streams for topic in env.topics},
+            properties={**scenario.zk, **self.mode_properties}, trace_path=str(trace_path),
+            fetch=self.process_mode == "processes")
         self._refresh()  # fold in what an earlier incarnation of this name wrote: its counts stay in stats()
         with self._lock:
             old = self._members.pop(name, None)

@@ -36,6 +36,20 @@ class NoFetchers:
         with self._lock:
             self._partitions = []
 
+    def add_partitions(self, partition_infos: list[PartitionTopicInfo]) -> None:
+        """Incremental ownership (docs/modes.md): fetch these too."""
+        with self._lock:
+            if self._shut_down:
+                raise RuntimeError("fetcher manager already shut down")
+            self._partitions += list(partition_infos)
+
+    def remove_partitions(self, tps: Sequence, timeout_s: float) -> bool:
+        """Incremental ownership: stop fetching these; nothing is in flight, so always at once."""
+        gone = {(tp[0], tp[1]) for tp in tps}
+        with self._lock:
+            self._partitions = [i for i in self._partitions if (i.topic, i.partition) not in gone]
+        return True
+
     def shutdown(self) -> None:
         with self._lock:
             self._shut_down = True

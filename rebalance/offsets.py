@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from rebalance.assignment import TopicPartition
 from rebalance.events import EventBus, EventKind
-from rebalance.store import GroupStore
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +27,19 @@ class Marker(Protocol):
     def mark(self, n: int = 1) -> None: ...
 
 
+class OffsetStore(Protocol):
+    """Where offsets are read and written: `GroupStore` (ZooKeeper), or with `offsets.storage=kafka` the router of
+    zkconsumer/offset_storage.py, whose batch forms `read_offsets`/`write_offsets` are then used instead."""
+
+    def read_offset(self, topic: str, partition: int) -> int: ...
+
+    def write_offset(self, topic: str, partition: int, offset: int) -> None: ...
+
+
 class OffsetCheckpoints:
     """Remembers the last offset written or read per partition (`checkpointedZkOffsets`)."""
 
-    def __init__(self, store: GroupStore, consumer_id: str, commits_meter: Marker | None = None,
+    def __init__(self, store: OffsetStore, consumer_id: str, commits_meter: Marker | None = None,
                  events: EventBus | None = None) -> None:
         self.store = store
         self.consumer_id = consumer_id
@@ -43,7 +51,11 @@ class OffsetCheckpoints:
 
     def fetch(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Stored next offsets (-1 where none); each becomes the checkpoint, so an unchanged offset is not rewritten."""
-        offsets = {tp: self.store.read_offset(tp.topic, tp.partition) for tp in partitions}
+        read_offsets = getattr(self.store, "read_offsets", None)  # Kafka storage: one OffsetFetchRequest
+        if read_offsets is not None:
+            offsets = read_offsets(list(partitions))
+        else:
+            offsets = {tp: self.store.read_offset(tp.topic, tp.partition) for tp in partitions}
         with self._lock:
             self._checkpoints.update(offsets)
         return offsets
@@ -58,6 +70,9 @@ class OffsetCheckpoints:
 
     def commit(self, infos: Iterable[ConsumedOffsets]) -> int:
         """Write the consumed offset of every given partition that changed; returns how many were written."""
+        write_offsets = getattr(self.store, "write_offsets", None)  # only the Kafka storage router has it
+        if write_offsets is not None:
+            return self._commit_batch(infos, write_offsets)
         written = 0
         for info in infos:
             tp = TopicPartition(info.topic, info.partition)
@@ -82,6 +97,30 @@ class OffsetCheckpoints:
             log.info("%s: committed %s/%d=%d", self.consumer_id, tp.topic, tp.partition, offset)
             self.events.emit(EventKind.COMMIT, topic=tp.topic, partition=tp.partition, offset=offset, sent=sent)
         return written
+
+    def _commit_batch(self, infos: Iterable[ConsumedOffsets], write_offsets: Callable[..., set[TopicPartition]]) -> int:
+        """Kafka storage, as 0.8.2 commits to the offset manager: every owned partition in one request (which
+        also keeps the broker from expiring an idle partition's offset); only the changed ones count as written
+        and, with dual commit, are written to ZooKeeper."""
+        with self._lock:
+            if self._fenced:
+                log.info("%s: not committing: the session that owned the partitions has expired", self.consumer_id)
+                return 0
+        offsets = {TopicPartition(i.topic, i.partition): i.consumed_offset for i in infos}
+        offsets = {tp: offset for tp, offset in offsets.items() if offset >= 0}
+        if not offsets:
+            return 0
+        with self._lock:
+            changed = {tp for tp, offset in offsets.items() if self._checkpoints.get(tp) != offset}
+        sent = self.events.now()
+        committed = write_offsets(offsets, changed)
+        with self._lock:
+            self._checkpoints.update({tp: offsets[tp] for tp in committed})
+        written = sorted(committed & changed)
+        for tp in written:
+            log.info("%s: committed %s/%d=%d", self.consumer_id, tp.topic, tp.partition, offsets[tp])
+            self.events.emit(EventKind.COMMIT, topic=tp.topic, partition=tp.partition, offset=offsets[tp], sent=sent)
+        return len(written)
 
     def reset(self) -> None:
         with self._lock:

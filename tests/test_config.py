@@ -92,10 +92,20 @@ def test_direct_construction_is_validated_and_coerced() -> None:
         ({"client.id": "my-client"}, "client_id", "my-client"),
         ({"offsets.storage": "zookeeper"}, "dual_commit_enabled", False),
         ({"dual.commit.enabled": "true"}, "dual_commit_enabled", True),
+        ({"offsets.storage": "kafka"}, "dual_commit_enabled", True),  # 0.8.2: dual commit on with Kafka storage
+        ({"offsets.storage": "KAFKA", "dual.commit.enabled": "false"}, "dual_commit_enabled", False),
     ],
 )
 def test_derived_defaults(extra: dict[str, object], field: str, expected: object) -> None:
     assert getattr(make(**extra), field) == expected
+
+
+def test_kafka_offset_storage_is_accepted_and_round_trips() -> None:
+    config = make(**{"offsets.storage": "Kafka", "offsets.commit.max.retries": 2})
+    assert (config.offsets_storage, config.dual_commit_enabled, config.offsets_commit_max_retries) == ("kafka", True, 2)
+    again = ConsumerConfig.from_properties(config.to_properties())
+    assert again == config
+    assert config.with_overrides(offsets_storage="zookeeper").dual_commit_enabled is False  # re-derived
 
 
 def test_with_overrides_rederives_only_defaulted_fields() -> None:
@@ -207,7 +217,6 @@ def test_from_dict_alias() -> None:
         ("auto.offset.reset", "earliest", "allowed values are 'smallest', 'largest'"),
         ("auto.offset.reset", "Smallest", "allowed values are"),
         ("offsets.storage", "redis", "allowed values are 'zookeeper', 'kafka'"),
-        ("offsets.storage", "kafka", "only 'zookeeper' storage is supported"),
         ("partition.assignment.strategy", "sticky", "'range', 'roundrobin', 'roundrobin-0.10.2'"),
         ("zookeeper.session.timeout.ms", "abc", "expected an integer"),
         ("zookeeper.session.timeout.ms", "60.5", "expected an integer"),

@@ -83,10 +83,10 @@ class ConsumerConfig:
     """Kafka 0.8.2 high-level consumer configuration (`ConsumerConfig.scala`, `ZKConfig.scala`; every key is in
     docs/config.md), immutable and validated on construction.
 
-    Only ``offsets.storage=zookeeper`` is supported by this implementation: ``kafka`` (offset commits
-    through the broker's offset manager) raises ``ConfigError``. ``dual.commit.enabled`` therefore defaults
-    to false and has no effect yet. Fields listed in ``_DERIVED`` take ``None`` to mean "follow the field
-    they default to"; after construction they always hold the effective value.
+    ``offsets.storage=kafka`` commits and fetches through the broker's offset manager, and
+    ``dual.commit.enabled`` (default: true with Kafka storage, as 0.8.2) also writes ZooKeeper and reads the
+    larger of both (docs/kafka-offsets.md). Fields listed in ``_DERIVED`` take ``None`` to mean "follow the
+    field they default to"; after construction they always hold the effective value.
     """
 
     group_id: str = _str(None)
@@ -178,11 +178,6 @@ class ConsumerConfig:
         strategy = self.partition_assignment_strategy
         _check_choice("partition.assignment.strategy", strategy, PARTITION_ASSIGNMENT_STRATEGIES)
         _check_choice("offsets.storage", self.offsets_storage, OFFSETS_STORAGE_VALUES)
-        if self.offsets_storage != "zookeeper":
-            raise ConfigError(
-                f"offsets.storage={self.offsets_storage!r} is not supported by this implementation: "
-                "only 'zookeeper' storage is supported, set offsets.storage=zookeeper"
-            )
         _split_connect(self.zookeeper_connect)
         self._validate_security()
         if self.fetch_wait_max_ms > self.socket_timeout_ms:

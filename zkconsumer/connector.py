@@ -33,7 +33,9 @@ from rebalance.ownership import Ownership
 from rebalance.subscription import Registration, TopicFilter
 from rebalance.sync import THREADING, SyncPrimitives, Thread
 from zkconsumer.config import ConsumerConfig
+from zkconsumer.kafka_offsets import KafkaOffsetsError, OffsetChannelSettings
 from zkconsumer.modes import mode_settings
+from zkconsumer.offset_storage import ZOOKEEPER, kafka_storage, storage_mode
 from zkconsumer.registration import make_consumer_id, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import WatchHandle, ZkClient, ZkUnavailableError
@@ -103,8 +105,14 @@ class ZookeeperConsumerConnector:
         self.store = ZkGroupStore(self.zk, config.group_id)
         self.bindings = StreamBindings()
         self.ownership = Ownership(self.store, self.consumer_id, self.events)
-        self.offsets = OffsetCheckpoints(self.store, self.consumer_id, self.registry.meter(
-            self._name("ZooKeeperCommitsPerSec")), self.events)
+        zk_commits = self.registry.meter(self._name("ZooKeeperCommitsPerSec"))
+        kafka_commits = self.registry.meter(self._name("KafkaCommitsPerSec"))  # registered whatever the storage
+        self.offset_storage = None if config.offsets_storage == ZOOKEEPER else kafka_storage(
+            storage_mode(config.offsets_storage, config.dual_commit_enabled), self.store, OffsetChannelSettings(
+                config.group_id, self.client_id, self.consumer_id, config.offsets_channel_backoff_ms,
+                config.offsets_channel_socket_timeout_ms, config.offsets_commit_max_retries),
+            functools.partial(read_brokers, self.zk, skip_bad=True), zk_commits, kafka_commits)
+        self.offsets = OffsetCheckpoints(self.offset_storage or self.store, self.consumer_id, zk_commits, self.events)
         self.fetcher_manager = (fetcher_factory or ConsumerFetcherManager)(
             self._fetch_settings(), functools.partial(read_brokers, self.zk, skip_bad=True), self.registry)
         self.listener = ZKRebalancerListener(
@@ -239,6 +247,8 @@ class ZookeeperConsumerConnector:
                 log.exception("%s: error during shutdown", self.consumer_id)
             finally:
                 self.zk.close()  # also fails at once any call still waiting on ZooKeeper in our threads
+                if self.offset_storage is not None:
+                    self.offset_storage.close()  # 0.8.2 disconnects the offsets channel last
         stragglers = [name for name, stopped in (
             ("watcher", self.listener.join(_JOIN_S)), ("fetchers", self.fetcher_manager.join(_JOIN_S)),
             ("auto-commit", self._join_autocommit())) if not stopped]
@@ -306,7 +316,7 @@ class ZookeeperConsumerConnector:
             return
         try:
             self.offsets.commit(infos)
-        except ZkUnavailableError as exc:
+        except (ZkUnavailableError, KafkaOffsetsError) as exc:
             log.warning("%s: final commit failed: %s", self.consumer_id, exc)
 
     def _on_connection_state(self, state: str) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 # Membership records that start a change the orchestrator times: each adds max(1, members) to the change number
 # that `stable` records name (zkconsumer/lab/run.py).
-CHANGE_ACTIONS = ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause")
+CHANGE_ACTIONS = ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause", "migrate")
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"  # the Kafka error code name incumbents are told a rebalance with
 REJOIN_API = "JoinGroup"
 

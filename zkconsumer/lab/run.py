@@ -24,6 +24,7 @@ from zkconsumer.admin import alter_partitions, create_topic
 from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
+from zkconsumer.lab.migrate import MigratingDriver, has_migrate
 from zkconsumer.lab.naming import member_name, name_width
 from zkconsumer.lab.run_links import MemberLinks
 from zkconsumer.lab.run_stability import POLL_S, ChangeTracker
@@ -145,6 +146,8 @@ class CaseRun:
             env = LabEnvironment(self.rundir, self.case, self.group, topics, self.links.connect,
                                  self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
             driver = make_driver(self.design, self.process_mode, self.mode)
+            if has_migrate(self.case.steps):  # only a run with `migrate` steps gets the coordinator half
+                driver = MigratingDriver(driver, self.process_mode)
             driver.start(env)
             self._transition(RunState.STARTING)
             self._start_observers(driver)
@@ -311,6 +314,8 @@ class CaseRun:
                 resumes.append((time.monotonic() - t0 + action.seconds, name))
             elif step.kind == "expire":
                 driver.expire(name)
+            elif step.kind == "migrate":
+                driver.migrate(name)  # type: ignore[attr-defined]
         return resumes
 
     def _add_partitions(self, admin: ZkClient, topic: str, total: int, topics: dict[str, int]) -> None:

@@ -148,6 +148,12 @@ class Restart(_MemberAction):
     stop: Literal["leave", "kill"] = "leave"
 
 
+class Migrate(_MemberAction):
+    # The way operators left the ZooKeeper design: the member stops cleanly (committing) and a coordinator-design
+    # member of the same group id takes its place (docs/migrate.md).
+    action: Literal["migrate"]
+
+
 class AddPartitions(_Action):
     action: Literal["add_partitions"]
     topic: str
@@ -168,11 +174,11 @@ class Delay(_Action):
 
 ACTIONS: dict[str, type[_Action]] = {
     "join": Join, "leave": Leave, "kill": Kill, "pause": Pause, "expire": Expire, "restart": Restart,
-    "add_partitions": AddPartitions, "kill_zk_leader": KillZkLeader, "delay": Delay,
+    "add_partitions": AddPartitions, "kill_zk_leader": KillZkLeader, "delay": Delay, "migrate": Migrate,
 }
-MEMBER_ACTIONS = (Leave, Kill, Pause, Expire, Restart)
+MEMBER_ACTIONS = (Leave, Kill, Pause, Expire, Restart, Migrate)
 ChurnAction = Annotated[
-    Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay,
+    Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay | Migrate,
     Field(discriminator="action"),
 ]
 
@@ -310,7 +316,7 @@ class Step:
 
     index: int  # position in the scenario's churn list
     at: float  # when it runs: the action's `at` plus `offset`
-    action: Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay
+    action: Join | Leave | Kill | Pause | Expire | Restart | AddPartitions | KillZkLeader | Delay | Migrate
     members: tuple[int, ...] = ()
     offset: float = 0.0  # drawn from the action's spread with the case's seed (0 without one)
 

@@ -18,6 +18,7 @@ from zkconsumer.lab.scenario_model import (
     Expire,
     Join,
     Kill,
+    Migrate,
     NetworkRule,
     Pause,
     Restart,
@@ -82,6 +83,9 @@ def static_issues(s: Scenario) -> list[Issue]:
         if isinstance(a, Expire) and "coordinator" in s.designs:
             add(f"{p}.action", "expire ends a ZooKeeper session, which the coordinator design does not have: "
                 'set designs = ["zk"] (pause a member past its session timeout to compare both designs)')
+        if isinstance(a, Migrate) and "coordinator" in s.designs:
+            add(f"{p}.action", "migrate replaces a ZooKeeper-design member by a coordinator-design one within one "
+                'run: it is not a step of the coordinator design\'s own run; set designs = ["zk"]')
         if isinstance(a, Delay):
             issues += _network_issues(p, a, ever)
     # The delivery audit compares what each design's members recorded with what they committed: both must commit

@@ -10,8 +10,8 @@ import logging
 import socket
 
 import pytest
-from helpers import unique
-from kafka import KafkaProducer
+from helpers import unique, wait_for
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from fetcher_manager.broker import Broker
@@ -100,6 +100,31 @@ def test_a_partition_the_broker_refuses_is_not_reported_committed(cluster, caplo
         assert "UnknownTopicOrPartition" in refusals[0]
         assert in_kafka(cluster.bootstrap_servers, group) == {(topic, 0): 3}
     finally:
+        manager.close()
+
+
+def test_commits_are_refused_while_a_coordinator_design_member_is_in_the_group(cluster, caplog):
+    """A migration's middle: the broker stores commits without a generation only for a group with no members of
+    its own, so once a new consumer with the same group.id has joined, every partition is refused (and the error
+    says why), and once it has left the commits are accepted again."""
+    topic = cluster.create_topic(partitions=2)
+    group = unique("ko-mixed")
+    manager = KafkaOffsetManager(settings(group), lambda: [cluster.broker])
+    offsets = {TopicPartition(topic, p): 4 for p in range(2)}
+    joined = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group, session_timeout_ms=6000,
+                           heartbeat_interval_ms=500, enable_auto_commit=False)
+    try:
+        wait_for(lambda: joined.poll(timeout_ms=100) is not None and joined.assignment(), WAIT_S,
+                 message="the coordinator-design member to be assigned the partitions")
+        with caplog.at_level(logging.ERROR, logger=kafka_offsets.__name__):
+            assert manager.commit(offsets) == set()
+        refusals = [r.getMessage() for r in caplog.records if "refused the commit" in r.getMessage()]
+        assert len(refusals) == 2 and all("UnknownMemberId" in m and "coordinator design" in m for m in refusals)
+        joined.close()  # leaves the group: it is empty again
+        assert manager.commit(offsets) == set(offsets)
+        assert in_kafka(cluster.bootstrap_servers, group) == {(topic, 0): 4, (topic, 1): 4}
+    finally:
+        joined.close()
         manager.close()
 
 

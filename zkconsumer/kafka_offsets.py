@@ -37,6 +37,14 @@ _NO_GENERATION, _NO_MEMBER = -1, ""
 # ConsumerCoordinatorNotAvailable (15), NotCoordinatorForConsumer (16).
 _COORDINATOR_ERRORS = frozenset({14, 15, 16})
 _NO_OFFSET = -1  # "no offset stored", as with ZooKeeper storage
+# What to do about a partition's commit error that is not the coordinator's (measured on Apache Kafka 3.9). A
+# broker accepts a commit without a generation only while the group has no coordinator-design member: once a new
+# consumer with the same group.id joins (a migration), it answers UnknownMemberId (25) for every partition.
+_MEMBER_ERRORS = frozenset({22, 25, 27})  # IllegalGeneration, UnknownMemberId, RebalanceInProgress
+_MEMBER_HINT = ("the group has members of the coordinator design (consumers with the same group.id that joined "
+                "through the broker), which only accept commits from their own members: until they leave, this "
+                "member's progress is not stored in Kafka (nor, with dual commit, in ZooKeeper)")
+_DEFAULT_HINT = "check that the topic exists and the group may write it"
 
 
 class KafkaOffsetsError(UserError, RuntimeError):
@@ -110,8 +118,8 @@ class KafkaOffsetManager:
                      else accepted.add(TopicPartition(topic, partition)))
             for tp, error in sorted(refused.items()):
                 log.error("%s: group %s: the broker refused the commit of %s/%d=%d: %s; it is retried at the next "
-                          "commit (check that the topic exists and the group may write it)", self.settings.consumer_id,
-                          self.settings.group, tp.topic, tp.partition, offsets[tp], _error_name(error))
+                          "commit (%s)", self.settings.consumer_id, self.settings.group, tp.topic, tp.partition,
+                          offsets[tp], _error_name(error), _MEMBER_HINT if error in _MEMBER_ERRORS else _DEFAULT_HINT)
             return accepted
 
         return self._with_retries("commit offsets", attempt)

@@ -29,11 +29,24 @@ MODES["all"] = {k: v for name in ("incremental", "patient", "claim-on-deletion",
 
 
 def mode_properties(name: str) -> dict[str, str]:
-    """The consumer properties of mode `name`; a ValueError naming the modes there are for an unknown one."""
+    """The consumer properties of mode `name`, or of a combination `a+b+...` of modes; a ValueError naming the modes
+    there are for an unknown one."""
+    properties: dict[str, str] = {}
+    for part in name.split("+"):
+        if part not in MODES:
+            raise ValueError(f"unknown mode {part!r} in {name!r}: choose one of {', '.join(MODES)}, or join "
+                             "several with '+' (e.g. incremental+claim-on-deletion)")
+        properties.update(MODES[part])
+    return properties
+
+
+def is_mode(name: str) -> bool:
+    """A mode of MODES or a '+' combination of them."""
     try:
-        return dict(MODES[name])
-    except KeyError:
-        raise ValueError(f"unknown mode {name!r}: choose one of {', '.join(MODES)}") from None
+        mode_properties(name)
+    except ValueError:
+        return False
+    return True
 
 
 def mode_settings(config: ConsumerConfig) -> ModeSettings:

@@ -21,7 +21,7 @@ import click
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, is_zookeeper_design, select_designs
 from zkconsumer.lab.summary import RunSummary
-from zkconsumer.modes import MODES
+from zkconsumer.modes import MODES, is_mode
 
 COMPARED_SCENARIOS = ("herd", "staggered-join", "rolling-restart", "far-members", "crash")
 # The herd sweeps N up to 64; every mode at every N is hours. Without --values it runs at the file's own group size.
@@ -31,7 +31,7 @@ DEFAULT_VALUES = {"herd": [8]}
 def parse_modes(text: str) -> list[str]:
     """`--mode faithful,incremental`: known names, in the order given, each once."""
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in MODES]
+    unknown = [n for n in names if not is_mode(n)]
     if unknown or not names:
         raise InputError(f"--mode {text!r}: {', '.join(unknown) or 'no mode'} is not one of {', '.join(MODES)} "
                          "(or a comma list of them)")

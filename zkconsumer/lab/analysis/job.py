@@ -33,6 +33,8 @@ from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.chaos_tables import analyze_campaigns, is_campaign
 from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
+from zkconsumer.lab.analysis.migrate_report import MigrateSection
+from zkconsumer.lab.analysis.migrate_tables import has_migrate_runs, migrate_tables
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.ownership import contention_events
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
@@ -112,6 +114,8 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     traces = read_traces(spark, runs)
     tables, cached = compute(spark, traces.records, runs_df, traces.errors)
     tables["contention"] = contention_events(traces.records)  # the split-brain section's events (split_brain.py)
+    if has_migrate_runs(traces.records):  # the migrate scenario's steps and audit (migrate_tables.py)
+        tables.update(migrate_tables(traces.records))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     for name, df in tables.items():
@@ -119,6 +123,9 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         df.write.mode("overwrite").parquet(str(paths[name]))
     # The report reads the tables just written: their rows are final and small (the intervals are filtered).
     data = _report_data(spark, paths)
+    if "migrate_steps" in paths:
+        data.migrate = MigrateSection(_rows(spark.read.parquet(str(paths["migrate_steps"]))),
+                                      _rows(spark.read.parquet(str(paths["migrate_totals"]))))
     if predict_to is not None:
         _add_predictions(spark, data, out_dir, paths, predict_to)
     if campaigns:

@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from zkconsumer.lab.analysis.chaos_report import ChaosSection, kinds_table, section_intro
 from zkconsumer.lab.analysis.chaos_report import timeline_figure as chaos_timeline
 from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, NONE, fit_table, fmt_cell, herd_figure
+from zkconsumer.lab.analysis.migrate_report import MigrateSection, migrate_section
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.split_brain import section as split_brain_section
 from zkconsumer.lab.analysis.verdict import verdict
@@ -58,6 +59,7 @@ class ReportData:
     contention: list[dict[str, Any]] = field(default_factory=list)  # ownership.contention_events rows
     overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
     chaos: ChaosSection | None = None  # fault campaigns given to the job (chaos_tables.py)
+    migrate: MigrateSection | None = None  # runs with migrate steps (migrate_tables.py)
 
 
 def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) -> go.Figure | None:
@@ -284,6 +286,8 @@ def render(data: ReportData, path: Path) -> Path:
                      "until the next rebalance) does not show. after_expiry is not reported by the original.</p>")
     if data.chaos is not None:
         _chaos_section(data.chaos, parts, figure)
+    if data.migrate is not None:
+        parts += migrate_section(data.migrate)
     parts.append("<h2>Trace lines that could not be used</h2>")
     parts.append(_rows_table(data.trace_errors, ["run_id", "file", "lines", "bad_lines", "first_bad_line",
                                                  "first_bad_reason", "first_bad_text"],

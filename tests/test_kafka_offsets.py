@@ -188,6 +188,9 @@ def test_kafka_storage_commits_in_one_request_and_a_new_member_resumes_from_it(c
     metrics = first.metrics()
     assert next(v for k, v in metrics.items() if "KafkaCommitsPerSec" in k)["count"] == 4
     assert next(v for k, v in metrics.items() if "ZooKeeperCommitsPerSec" in k)["count"] == 0
+    first.offsets.fence()  # what an expired session does: nothing claimed under it is committed any more
+    assert first.commit_offsets() == 0
+    assert sent == ["OffsetFetchRequest_v1", "OffsetCommitRequest_v1", "OffsetCommitRequest_v1"]
     first.shutdown()
 
     produce(cluster.bootstrap_servers, topic, 2, 3, start=10)

@@ -31,7 +31,7 @@ from zkconsumer.lab.scenario import (
 )
 
 SHIPPED = {"herd", "simultaneous-start", "staggered-join", "rolling-restart", "crash", "expiry-storm",
-           "restart-trap", "add-partitions", "far-members", "lesson", "rolling-start"}
+           "restart-trap", "add-partitions", "far-members", "lesson", "rolling-start", "migrate"}
 
 TOP = """
 name = "t"
@@ -285,11 +285,11 @@ def test_unknown_keys_and_actions_are_errors_with_hints():
                    + churn('at = 1.0\naction = "kil"', 'at = 1.0\naction = "join"\nmember = 3', 'at = 2.0'))
     assert lines == ["x.toml: load.rat: unknown key: did you mean 'rate'?",
                      "x.toml: churn[0].action: unknown action 'kil': use one of join, leave, kill, pause, expire, "
-                     "restart, add_partitions, kill_zk_leader, delay",
+                     "restart, add_partitions, kill_zk_leader, delay, migrate",
                      "x.toml: churn[1].member: unknown key: remove it (known keys here: at, spread, action, count, "
                      "interval)",
                      "x.toml: churn[2].action: required: set action to one of join, leave, kill, pause, expire, "
-                     "restart, add_partitions, kill_zk_leader, delay",
+                     "restart, add_partitions, kill_zk_leader, delay, migrate",
                      "x.toml: durration: unknown key: did you mean 'duration'?"]
 
 
@@ -434,7 +434,7 @@ def test_lab_list_shows_every_shipped_scenario():
     assert "members: 1, 2, 4, 8, 16, 32, 64" in rows["herd"] and rows["herd"].rstrip().endswith(" 42")
     assert "zk, coordinator" in rows["crash"] and rows["crash"].rstrip().endswith(" 6")
     total = sum(s.estimated_runs for s in shipped_scenarios())
-    assert lines[-1] == f"11 scenarios, {total} runs (cases x repeats x designs)"
+    assert lines[-1] == f"12 scenarios, {total} runs (cases x repeats x designs)"
 
 
 def test_lab_validate_ok_and_bad_files(tmp_path: Path):
@@ -480,7 +480,7 @@ def test_lab_list_dir_reports_bad_files(tmp_path: Path):
 # the ZooKeeper-only expiry (the delivery audit); none for joins into an empty group (nobody to hear of them).
 PHASE_SPREAD = {"herd": 2.0, "staggered-join": 2.0, "lesson": 2.0, "far-members": 2.0, "crash": 2.0,
                 "restart-trap": 2.0, "rolling-restart": 2.0, "add-partitions": 3.0, "expiry-storm": 1.0,
-                "simultaneous-start": 0.0, "rolling-start": 0.0}
+                "simultaneous-start": 0.0, "rolling-start": 0.0, "migrate": 2.0}
 
 
 def test_a_spread_draws_the_time_from_the_case_seed_over_the_whole_interval():

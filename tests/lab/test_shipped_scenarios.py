@@ -234,4 +234,5 @@ SHOWS = {"add-partitions": _shows_growth, "crash": _shows_crash, "expiry-storm":
 def test_every_shipped_scenario_but_the_lesson_is_run_here() -> None:
     from zkconsumer.lab.scenario import shipped_names
 
-    assert set(SHRUNK) == set(shipped_names()) - {"lesson"}
+    # migrate ends with no ZooKeeper-design member, so the owners checked here are not its: tests/lab/test_migrate.py
+    assert set(SHRUNK) == set(shipped_names()) - {"lesson", "migrate"}

@@ -119,9 +119,12 @@ def test_commits_are_refused_while_a_coordinator_design_member_is_in_the_group(c
         with caplog.at_level(logging.ERROR, logger=kafka_offsets.__name__):
             assert manager.commit(offsets) == set()
         refusals = [r.getMessage() for r in caplog.records if "refused the commit" in r.getMessage()]
-        assert len(refusals) == 2 and all("UnknownMemberId" in m and "coordinator design" in m for m in refusals)
-        joined.close()  # leaves the group: it is empty again
-        assert manager.commit(offsets) == set(offsets)
+        assert len(refusals) == 2, refusals
+        # UnknownMemberId in a stable group; RebalanceInProgress if the member happens to be rejoining.
+        assert all("coordinator design" in m and ("UnknownMemberId" in m or "RebalanceInProgress" in m)
+                   for m in refusals), refusals
+        joined.close()  # leaves the group (or, had the LeaveGroup been lost, expires after its session timeout)
+        wait_for(lambda: manager.commit(offsets) == set(offsets), WAIT_S, message="commits accepted again")
         assert in_kafka(cluster.bootstrap_servers, group) == {(topic, 0): 4, (topic, 1): 4}
     finally:
         joined.close()

@@ -252,10 +252,8 @@ class ZKRebalancerListener:
 
     def synced_rebalance(self) -> None:
         """Up to `rebalance.max.retries` attempts with backoff; raises `ConsumerRebalanceFailedError` after them."""
+        covers = self.settle()  # outside the lock: a commit or a shutdown need not wait for a settling member
         with self.rebalance_lock:
-            if self.shutting_down:
-                return
-            covers = self.settle()
             if self.shutting_down:
                 return
             self.stats.rebalances += 1

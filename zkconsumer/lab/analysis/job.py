@@ -35,6 +35,7 @@ from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
 from zkconsumer.lab.analysis.migrate_tables import has_migrate_runs, migrate_tables
+from zkconsumer.lab.analysis.modes_tables import has_modes, in_order, modes_frame, modes_table
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.ownership import contention_events
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
@@ -114,6 +115,9 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     traces = read_traces(spark, runs)
     tables, cached = compute(spark, traces.records, runs_df, traces.errors)
     tables["contention"] = contention_events(traces.records)  # the split-brain section's events (split_brain.py)
+    modes = modes_frame(spark, runs)
+    if has_modes(modes):  # a run of an opt-in mode: the modes compared (modes_tables.py)
+        tables["modes"] = modes_table(tables["runs"], modes)
     if has_migrate_runs(traces.records):  # the migrate scenario's steps and audit (migrate_tables.py)
         tables.update(migrate_tables(traces.records))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -123,6 +127,8 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         df.write.mode("overwrite").parquet(str(paths[name]))
     # The report reads the tables just written: their rows are final and small (the intervals are filtered).
     data = _report_data(spark, paths)
+    if "modes" in paths:
+        data.modes = _rows(in_order(spark.read.parquet(str(paths["modes"]))))
     if "migrate_steps" in paths:
         data.migrate = MigrateSection(_rows(spark.read.parquet(str(paths["migrate_steps"]))),
                                       _rows(spark.read.parquet(str(paths["migrate_totals"]))))

@@ -19,6 +19,7 @@ from zkconsumer.lab.analysis.chaos_report import ChaosSection, kinds_table, sect
 from zkconsumer.lab.analysis.chaos_report import timeline_figure as chaos_timeline
 from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, NONE, fit_table, fmt_cell, herd_figure
 from zkconsumer.lab.analysis.migrate_report import MigrateSection, migrate_section
+from zkconsumer.lab.analysis.modes_report import modes_section
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.split_brain import section as split_brain_section
 from zkconsumer.lab.analysis.verdict import verdict
@@ -60,6 +61,7 @@ class ReportData:
     overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
     chaos: ChaosSection | None = None  # fault campaigns given to the job (chaos_tables.py)
     migrate: MigrateSection | None = None  # runs with migrate steps (migrate_tables.py)
+    modes: list[dict[str, Any]] = field(default_factory=list)  # the modes table's rows (modes_tables.py)
 
 
 def latency_figure(changes: list[dict[str, Any]], pauses: list[dict[str, Any]]) -> go.Figure | None:
@@ -276,6 +278,8 @@ def render(data: ReportData, path: Path) -> Path:
         parts.append(predictions_table(data.comparisons))
     parts.append("<h2>The designs side by side</h2>")
     parts.append(comparison_table(data.runs))
+    if data.modes:
+        parts += modes_section(data.modes)
     parts.append("<h2 id=split-brain>Split brain: members that disagree about the group</h2>")
     parts.append(split_brain_section(data.runs, data.changes, data.contention, data.overlaps,
                                      data.overlaps_after_expiry))

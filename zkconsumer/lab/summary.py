@@ -142,7 +142,7 @@ def summarize(run_dir: Path) -> RunSummary:
 def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -> None:
     kind = record.get("kind")
     match record["type"]:
-        case "membership" if record["action"] in ("join", "leave", "kill", "expire", "pause"):
+        case "membership" if record["action"] in ("join", "leave", "kill", "expire", "pause", "migrate"):
             summary.changes += max(1, len(record.get("members", ())))
             summary.joins += len(record.get("members", ())) if record["action"] == "join" else 0
         case "stable":

@@ -140,6 +140,16 @@ def test_the_report_has_the_section_in_the_tables_order(modal):
     assert "<td class=ratio>0.30</td>" in row
 
 
+def test_the_other_sections_show_the_faithful_runs_only(modal):
+    """A mode's run is the zk design: beside the faithful run of its case it would pass for it."""
+    text = modal.report.read_text(encoding="utf-8")
+    assert "<p>3 runs (3 completed)" in text  # of five: zk+all and zk+incremental are the modes section's
+    assert "2 runs in an opt-in mode are shown in the section" in text
+    compared = text[text.index("<table class=cmp>"):]
+    compared = compared[:compared.index("</table>")]
+    assert "<td>sj</td>" in compared and "<td>other</td>" not in compared
+
+
 def test_runs_without_a_mode_give_no_table(spark, tmp_path):
     one_join(tmp_path, "sj", "sj-r0", "zk", FAITHFUL, 12, 0.8, 0.5)
     one_join(tmp_path, "sj", "sj-r0", "coordinator", FAITHFUL, 5, 0.45, 0.2)

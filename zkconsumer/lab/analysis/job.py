@@ -35,7 +35,7 @@ from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
 from zkconsumer.lab.analysis.migrate_tables import has_migrate_runs, migrate_tables
-from zkconsumer.lab.analysis.modes_tables import has_modes, in_order, modes_frame, modes_table
+from zkconsumer.lab.analysis.modes_tables import faithful_runs, has_modes, in_order, modes_frame, modes_table
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
 from zkconsumer.lab.analysis.ownership import contention_events
 from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
@@ -116,7 +116,8 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
     tables, cached = compute(spark, traces.records, runs_df, traces.errors)
     tables["contention"] = contention_events(traces.records)  # the split-brain section's events (split_brain.py)
     modes = modes_frame(spark, runs)
-    if has_modes(modes):  # a run of an opt-in mode: the modes compared (modes_tables.py)
+    modal = has_modes(modes)
+    if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)
         tables["modes"] = modes_table(tables["runs"], modes)
     if has_migrate_runs(traces.records):  # the migrate scenario's steps and audit (migrate_tables.py)
         tables.update(migrate_tables(traces.records))
@@ -126,9 +127,13 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         paths[name] = out_dir / "tables" / name
         df.write.mode("overwrite").parquet(str(paths[name]))
     # The report reads the tables just written: their rows are final and small (the intervals are filtered).
-    data = _report_data(spark, paths)
-    if "modes" in paths:
+    # The other sections compare designs, and a mode's run is the zk design: they show the faithful runs only
+    data = _report_data(spark, paths, faithful_runs(modes) if modal else None)
+    if modal:
         data.modes = _rows(in_order(spark.read.parquet(str(paths["modes"]))))
+        data.notes.append(f"{len(runs) - len(data.runs)} runs in an opt-in mode are shown in the section \"Opt-in "
+                          "modes\" only; every other section and the predictions show the faithful runs (the herd's "
+                          "fit excepted: it is fitted over every run of a design).")
     if "migrate_steps" in paths:
         data.migrate = MigrateSection(_rows(spark.read.parquet(str(paths["migrate_steps"]))),
                                       _rows(spark.read.parquet(str(paths["migrate_totals"]))))
@@ -153,9 +158,11 @@ def _rows(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.collect()]
 
 
-def _report_data(spark: SparkSession, paths: dict[str, Path]) -> ReportData:
+def _report_data(spark: SparkSession, paths: dict[str, Path], only: DataFrame | None = None) -> ReportData:
+    """The report's rows; with `only` (a frame of run ids), of those runs alone wherever a table has runs."""
     def read(name: str) -> DataFrame:
-        return spark.read.parquet(str(paths[name]))
+        df = spark.read.parquet(str(paths[name]))
+        return df if only is None or "run_id" not in df.columns else df.join(F.broadcast(only), "run_id", "left_semi")
 
     runs = _rows(read("runs"))
     changes = _rows(read("changes"))

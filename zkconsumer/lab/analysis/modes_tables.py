@@ -54,6 +54,11 @@ def has_modes(modes: DataFrame) -> bool:
     return modes.filter(F.col("mode") != FAITHFUL).limit(1).count() > 0
 
 
+def faithful_runs(modes: DataFrame) -> DataFrame:
+    """The run ids of the faithful runs, which every section but the modes' compares."""
+    return modes.filter(F.col("mode") == FAITHFUL).select("run_id")
+
+
 def label(design: Column, mode: Column) -> Column:
     """designs.design_label as a column: `zk`, `zk+incremental`."""
     return F.when(mode == FAITHFUL, design).otherwise(F.concat(design, F.lit("+"), mode))

@@ -53,7 +53,7 @@ class EventKind(enum.StrEnum):
     REBALANCE_FAILED = "rebalance_failed"  # error: retries exhausted
     # Opt-in modes only (docs/modes.md); a faithful member never emits these.
     OWNER_GONE = "owner_gone"  # topic, partition: a conflicting owner node was deleted while we waited for it
-    BARRIER = "barrier"  # generation, members, acked: the consensus barrier's wait ended
+    BARRIER = "barrier"  # view (the hash acknowledged), view_members, acked: the barrier's wait ended
     BARRIER_SKIPPED = "barrier_skipped"  # members: those without the barrier, so this attempt went without it
 
 

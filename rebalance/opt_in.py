@@ -194,7 +194,8 @@ def _await_barrier(listener: ZKRebalancerListener, context: AssignmentContext, b
                                    _BARRIER_BACKOFFS * listener.settings.backoff_ms / 1000.0)
     finally:
         stop()
-    listener.events.emit(EventKind.BARRIER, generation=generation, members=len(members), acked=len(members & acked))
+    listener.events.emit(EventKind.BARRIER, view=generation, view_members=len(members),
+                         acked=len(members & acked))
     if listener.shutting_down:
         return AttemptResult.STOPPED
     if members <= acked:

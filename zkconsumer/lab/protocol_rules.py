@@ -26,9 +26,10 @@ COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
 SUCCEEDED_RESULTS = (str(AttemptResult.OK), str(AttemptResult.NO_BROKERS))
 # The attempt met an owner node held by another member and rolled its claims back (KAFKA-1387's conflict).
 CONFLICT_RESULT = str(AttemptResult.CONFLICT)
-# Results after which the listener does not sleep rebalance.backoff.ms: the successes, and `stopped` (a closing
-# member gives up at once). Every other result is followed by a backoff and another attempt.
-NO_BACKOFF_RESULTS = (*SUCCEEDED_RESULTS, str(AttemptResult.STOPPED))
+# Results after which the listener does not sleep rebalance.backoff.ms: the successes, `stopped` (a closing
+# member gives up at once) and `view_changed` (an opt-in mode's wait saw the group change: the next attempt starts
+# at once, docs/modes.md). Every other result is followed by a backoff and another attempt.
+NO_BACKOFF_RESULTS = (*SUCCEEDED_RESULTS, str(AttemptResult.STOPPED), str(AttemptResult.VIEW_CHANGED))
 
 
 def is_coordination_api(api: str | None) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from helpers import unique, wait_for
 
 from rebalance.offsets import OffsetCheckpoints
@@ -36,39 +37,13 @@ def test_fenced_offsets_are_not_written_until_the_new_session_is_set_up() -> Non
     assert store.read_offset("t", 1) == 3
 
 
-def test_a_write_lost_with_its_session_is_not_resent_under_the_new_one(zk_connect: str) -> None:
-    server, _, chroot = zk_connect.partition("/")
-    path = f"/{unique('offset')}"
-    with ZkProxy(server, name=unique("fence")) as proxy:
-        port = proxy.add_link("member")
-        client = ZkClient(f"127.0.0.1:{port}/{chroot}", session_timeout_ms=2000, request_timeout_s=30,
-                          log_id="fence-test").start()
-        direct = ZkClient(zk_connect, log_id="fence-observer").start()
-        try:
-            client.set(path, b"10")
-            session_id, password = client.session_credentials
-            proxy.cut("member", BLACKHOLE)  # the next write goes nowhere, and its session dies meanwhile
-            outcome: list[BaseException | None] = []
-            writer = threading.Thread(target=lambda: outcome.append(_attempt(client, path, b"7")),
-                                      name="fence-writer", daemon=True)
-            writer.start()
-            wait_for(lambda: not client.connected, message="the client never noticed the blackhole")
-            expire_session(server, session_id, password)
-            proxy.restore("member")
-            writer.join(40)
-            assert not writer.is_alive()
-            assert isinstance(outcome[0], ZkSessionChangedError), outcome
-            assert client.session_id != session_id  # it did get a new session
-            assert direct.get(path)[0] == b"10"  # and the write decided under the old one never landed
-        finally:
-            client.close()
-            direct.close()
-
-
-def test_a_write_asked_for_while_disconnected_is_not_sent_under_a_new_session(zk_connect: str) -> None:
-    """The write waits for the connection; the session that decided it expires meanwhile: it must not go out in the
-    next one. (Found by the campaign: a member woken from a pause asked for an auto-commit before its client noticed
-    the expiry; the write waited for the reconnect and landed under the new session, 62 after its new owner's 133.)"""
+@pytest.mark.parametrize("noticed_first", [False, True], ids=["sent-then-lost", "asked-while-disconnected"])
+def test_a_write_of_an_expired_session_is_not_sent_under_the_new_one(zk_connect: str, noticed_first: bool) -> None:
+    """sent-then-lost: the write goes out into a blackhole and its session dies meanwhile; it must not be resent.
+    asked-while-disconnected: the write is asked for once the client knows it is cut off, so it waits for the
+    connection; the session that decided it expires meanwhile: it must not go out in the next one either. (Found by
+    the campaign: a member woken from a pause asked for an auto-commit before its client noticed the expiry; the write
+    waited for the reconnect and landed under the new session, 62 after its new owner's 133.)"""
     server, _, chroot = zk_connect.partition("/")
     path = f"/{unique('offset')}"
     with ZkProxy(server, name=unique("fence")) as proxy:
@@ -80,18 +55,22 @@ def test_a_write_asked_for_while_disconnected_is_not_sent_under_a_new_session(zk
             client.set(path, b"10")
             session_id, password = client.session_credentials
             proxy.cut("member", BLACKHOLE)
-            wait_for(lambda: not client.connected, message="the client never noticed the blackhole")
             outcome: list[BaseException | None] = []
             writer = threading.Thread(target=lambda: outcome.append(_attempt(client, path, b"7")),
                                       name="fence-writer", daemon=True)
-            writer.start()  # it waits for the connection: nothing is sent yet
+            if noticed_first:
+                wait_for(lambda: not client.connected, message="the client never noticed the blackhole")
+                writer.start()  # it waits for the connection: nothing is sent yet
+            else:
+                writer.start()  # the write goes nowhere
+                wait_for(lambda: not client.connected, message="the client never noticed the blackhole")
             expire_session(server, session_id, password)
             proxy.restore("member")
             writer.join(40)
             assert not writer.is_alive()
             assert isinstance(outcome[0], ZkSessionChangedError), outcome
-            assert client.session_id != session_id
-            assert direct.get(path)[0] == b"10"
+            assert client.session_id != session_id  # it did get a new session
+            assert direct.get(path)[0] == b"10"  # and the write decided under the old one never landed
         finally:
             client.close()
             direct.close()

@@ -433,15 +433,11 @@ class ZKRebalancerListener:
 
     def add_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
         """Incremental ownership: fetch these too; the fetchers of the partitions kept never stopped."""
-        log.info("%s: fetching started for %d more partitions", self.consumer_id, len(infos))
-        self.events.emit(EventKind.FETCHERS_STARTED, offsets={
-            partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
-        if infos:
-            self.fetchers.add_partitions(list(infos.values()))
+        self.start_fetchers(infos, more=True)
 
-    def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
-        log.info("%s: fetching started for %d partitions", self.consumer_id, len(infos))
+    def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo], *, more: bool = False) -> None:
+        log.info("%s: fetching started for %d %spartitions", self.consumer_id, len(infos), "more " if more else "")
         self.events.emit(EventKind.FETCHERS_STARTED, offsets={
             partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
         if infos:
-            self.fetchers.start_connections(list(infos.values()))
+            (self.fetchers.add_partitions if more else self.fetchers.start_connections)(list(infos.values()))

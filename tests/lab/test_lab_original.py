@@ -130,13 +130,28 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
 
 def test_design_choices():
     assert select_designs(["zk", "coordinator"], "both") == ["zk", "coordinator"]
-    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator"]
+    # all: every generation the scenario runs; the original wherever zk runs, the newer protocols wherever eager does
+    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator", "cooperative", "consumer"]
     assert select_designs(["zk", "coordinator"], "original") == ["original"]
-    assert select_designs(["coordinator"], "all") == ["coordinator"]  # the original runs where the zk design does
+    assert select_designs(["coordinator"], "all") == ["coordinator", "cooperative", "consumer"]
+    assert select_designs(["zk"], "all") == ["zk", "original"]
     assert select_designs(["zk", "original"], "both") == ["zk"]
     assert select_designs(["zk", "coordinator"], "original,zk") == ["zk", "original"]  # the designs' own order
-    with pytest.raises(InputError, match="zookeeper is not one of zk, original, coordinator"):
+    assert select_designs(["zk", "coordinator"], "eager,consumer") == ["coordinator", "consumer"]  # eager: an alias
+    with pytest.raises(InputError, match="zookeeper is not one of zk, original, coordinator, cooperative, consumer"):
         select_designs(["zk"], "zk,zookeeper")
+
+
+def test_a_design_whose_client_is_missing_is_one_line_naming_the_fix(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "confluent_kafka" else
+                        real(name, *a))
+    with pytest.raises(InputError, match=r"--design consumer: .*pip install confluent-kafka"):
+        select_designs(["zk", "coordinator"], "consumer")
+    # `all` is every design this machine can run: the librdkafka designs drop out, nothing fails
+    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator"]
 
 
 def test_a_missing_java_is_one_line_naming_the_fix(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.lab.designs import DEFAULT_DESIGNS
+from zkconsumer.lab.designs import DEFAULT_DESIGNS, canonical
 from zkconsumer.lab.scenario_selectors import MemberSelector, NetworkSelector, Selector
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -60,10 +60,15 @@ class Group(_Model):
 
 
 class CoordinatorSettings(_Model):
-    """kafka-python ``KafkaConsumer`` group settings for the coordinator design."""
+    """Group settings of the broker-side designs: the eager design's kafka-python ``KafkaConsumer``, the
+    cooperative design's librdkafka consumer, and for the consumer protocol (KIP-848) the KRaft broker's
+    `group.consumer.session.timeout.ms` and `group.consumer.heartbeat.interval.ms` (the broker owns them there):
+    one session and one heartbeat for every design, so each notices a change after the same interval."""
 
     session_timeout_ms: int = Field(6000, ge=1)
     heartbeat_interval_ms: int = Field(2000, ge=1)
+    # The consumer protocol's server-side assignor (`group.remote.assignor`): Kafka 4's `uniform` (sticky) or `range`.
+    remote_assignor: Literal["uniform", "range"] = "uniform"
     # Also the JoinGroup rebalance timeout: how long the coordinator waits for incumbents to rejoin.
     max_poll_interval_ms: int = Field(30000, ge=1)
     assignor: Literal["range", "roundrobin"] = "range"
@@ -226,8 +231,10 @@ class Scenario(_Model):
 
     name: Annotated[str, AfterValidator(_slug)]
     description: str = Field(min_length=1)
-    designs: list[Literal["zk", "original", "coordinator"]] = Field(default_factory=lambda: list(DEFAULT_DESIGNS),
-                                                                   min_length=1)
+    # `eager` is the coordinator design by its protocol's name (designs.py): stored as "coordinator".
+    designs: list[Annotated[Literal["zk", "original", "coordinator", "eager", "cooperative", "consumer"],
+                            AfterValidator(canonical)]] = Field(default_factory=lambda: list(DEFAULT_DESIGNS),
+                                                                min_length=1)
     duration: float = Field(gt=0, le=3600, description="seconds observed after t=0")
     repeats: int = Field(1, ge=1, le=100)
     seed: int = Field(0, ge=0)

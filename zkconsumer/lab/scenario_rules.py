@@ -11,6 +11,7 @@ from dataclasses import fields
 from typing import Any
 
 from zkconsumer.config import ConfigError, ConsumerConfig
+from zkconsumer.lab.designs import is_broker_side
 from zkconsumer.lab.scenario_issues import Issue, render_path, secs
 from zkconsumer.lab.scenario_model import (
     AddPartitions,
@@ -80,17 +81,17 @@ def static_issues(s: Scenario) -> list[Issue]:
         if s.group.process_mode == "threads" and _signals_a_process(a):
             add(f"{p}.action", f"{a.action} signals the member's own process: set group.process_mode = "
                 '"processes"')
-        if isinstance(a, Expire) and "coordinator" in s.designs:
+        if isinstance(a, Expire) and broker_side(s):
             add(f"{p}.action", "expire ends a ZooKeeper session, which the coordinator design does not have: "
                 'set designs = ["zk"] (pause a member past its session timeout to compare both designs)')
-        if isinstance(a, Migrate) and "coordinator" in s.designs:
+        if isinstance(a, Migrate) and broker_side(s):
             add(f"{p}.action", "migrate replaces a ZooKeeper-design member by a coordinator-design one within one "
                 'run: it is not a step of the coordinator design\'s own run; set designs = ["zk"]')
         if isinstance(a, Delay):
             issues += _network_issues(p, a, ever)
     # The delivery audit compares what each design's members recorded with what they committed: both must commit
     # on the same period, or the designs' duplicates differ by the setting rather than by the design.
-    if s.audits_delivery and c.auto_commit_interval_ms is not None and "coordinator" in s.designs:
+    if s.audits_delivery and c.auto_commit_interval_ms is not None and broker_side(s):
         zk_interval = _zk_commit_interval(s)
         if zk_interval is not None and c.auto_commit_interval_ms != zk_interval:
             add("coordinator.auto_commit_interval_ms", f"{c.auto_commit_interval_ms} differs from zk "
@@ -98,7 +99,7 @@ def static_issues(s: Scenario) -> list[Issue]:
                 "make them equal, or remove it (it then follows the zk setting)")
     # The coordinator design learns of new partitions only from a metadata refresh: one must fit in the run.
     grown = [a.at + s.spread_s(a) for a in s.churn if isinstance(a, AddPartitions)]
-    if grown and "coordinator" in s.designs and max(grown) + c.metadata_max_age_ms / 1000 > s.duration:
+    if grown and broker_side(s) and max(grown) + c.metadata_max_age_ms / 1000 > s.duration:
         add("coordinator.metadata_max_age_ms", f"{c.metadata_max_age_ms} ms: the coordinator design's members may "
             f"not refresh metadata between the add_partitions at t={secs(max(grown))} s and the end of the run "
             f"(duration = {secs(s.duration)} s), so they might never own the new partitions: lower it")
@@ -182,3 +183,8 @@ def _config_problem(props: dict[str, Any]) -> str | None:
     except ConfigError as exc:
         return str(exc)
     return None
+
+
+def broker_side(s: Scenario) -> bool:
+    """Whether the scenario runs a broker-side design (eager, cooperative or consumer protocol)."""
+    return any(is_broker_side(d) for d in s.designs)

@@ -16,7 +16,7 @@ import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change
-from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.protocol_rules import conflict_column, coordination_api_column, failed_attempt_column
 
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"
@@ -25,7 +25,7 @@ REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"
 _ZK_FIT = ("zk_requests_per_change", "zk_notifications_per_change")
 FIT_METRICS = {
     **{design: _ZK_FIT for design in ZOOKEEPER_DESIGNS},
-    "coordinator": ("kafka_coordination_per_change", "rebalance_notices_per_change"),
+    **{design: ("kafka_coordination_per_change", "rebalance_notices_per_change") for design in BROKER_SIDE_DESIGNS},
 }
 # ZooKeeper requests per join grow as M² (every member re-reads every registration, docs/join-cost.md); every
 # other per-change cost the herd fits is linear in N by its protocol.
@@ -107,7 +107,8 @@ def rebalance_totals(counts: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     inside = counts.filter(F.col("change_index").isNotNull())
     generations = F.size(F.array_distinct(F.flatten(F.collect_list("generations"))))
     return (inside.groupBy(*keys).agg(
-        F.when(F.first("design") == "coordinator", generations).otherwise(F.sum("rebalances")).alias("rebalances"),
+        F.when(F.first("design").isin(*BROKER_SIDE_DESIGNS), generations)
+        .otherwise(F.sum("rebalances")).alias("rebalances"),
         *[F.sum(c).alias(c) for c in ("attempts", "failed_attempts", "conflicts", "rebalance_failures",
                                       "session_expiries", "revocations", "losses")],
         # a ZooKeeper-protocol count: it does not apply to the coordinator design (null there, not 0)

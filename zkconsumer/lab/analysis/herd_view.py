@@ -21,7 +21,8 @@ from zkconsumer.lab.designs import LABELS, ZOOKEEPER_DESIGNS
 
 DESIGN_NAMES = LABELS
 NONE = "-"  # an empty cell of the report's tables
-COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728"}
+COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728", "cooperative": "#ff7f0e",
+          "consumer": "#9467bd"}
 # (column in runs, label) per design: what plays "requests per change" and "notifications per change"; the
 # ZooKeeper designs are one protocol, so they are counted alike (designs.py)
 HERD_METRICS = {

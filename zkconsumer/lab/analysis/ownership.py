@@ -5,7 +5,10 @@ An interval is one member fetching one partition, from the event that started it
 * ZooKeeper design: `fetchers_started` (the partitions of its `offsets`) to `fetchers_stopped` (its `partitions`).
   A session expiry does not stop this connector's fetchers (they run until the next rebalance stops them), so it
   does not end an interval: it marks it, from the expiry on, as fetching without a registration (`stale_since`).
-* Coordinator design: a generation's `assigned` partitions to their `revoked` or `lost`.
+* Broker-side designs: a generation's `assigned` partitions to their `revoked` or `lost`. Under the incremental
+  protocols (cooperative, consumer) an `assigned` record lists the whole assignment and, in `added`, what it
+  added: only those start an interval (a kept partition's interval goes on), and a `revoked` record lists only
+  what was taken away.
 * The original 0.8.2.2 consumer (it reports no per-partition events, owner_nodes.py): its owner node, created
   to deleted as the ZooKeeper proxy saw it on the member's link; a `closeSession` of the member or an `expire`
   of its session (ZooKeeper deletes its ephemeral nodes then) also ends it. `basis` says which kind a row is.
@@ -25,6 +28,7 @@ from pyspark.sql import functions as F
 import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import attach_change
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
 from zkconsumer.lab.protocol_rules import backs_off_column
 
 START, END = 1, 0  # at one instant an end sorts before a start: a hand-over, not an overlap
@@ -43,7 +47,8 @@ def ownership_events(records: DataFrame) -> DataFrame:
                      F.lit("fetchers_started"))
     stopped = events(me & (kind == "fetchers_stopped"), F.from_json("partitions", PARTITION_LIST), END,
                      F.lit("fetchers_stopped"))
-    assigned = events(gen & (kind == "assigned"), F.from_json("partitions", PARTITION_LIST), START, F.lit("assigned"))
+    gained = F.coalesce(F.from_json("added", PARTITION_LIST), F.from_json("partitions", PARTITION_LIST))
+    assigned = events(gen & (kind == "assigned"), gained, START, F.lit("assigned"))
     revoked = events(gen & kind.isin("revoked", "lost"), F.from_json("partitions", PARTITION_LIST), END, kind)
     nodes = (records.filter(wire.from_wire() & (wire.claimed() | wire.deleted()))
              .select("run_id", "design", F.col("link").alias("member"), "ts", wire.owner_tp().alias("tp"),
@@ -89,7 +94,8 @@ def intervals(events: DataFrame, bounds: DataFrame, records: DataFrame) -> DataF
         F.broadcast(expiries), (F.col("run_id") == F.col("x_run")) & (F.col("member") == F.col("x_member"))
         & (F.col("x_ts") >= F.col("start")) & (F.col("x_ts") < F.col("end")))
         .groupBy(*key).agg(F.min("x_ts").alias("stale_since")))
-    basis = (F.when(wire.from_wire(), F.lit("owner node")).when(F.col("design") == "coordinator", F.lit("generation"))
+    basis = (F.when(wire.from_wire(), F.lit("owner node"))
+             .when(F.col("design").isin(*BROKER_SIDE_DESIGNS), F.lit("generation"))
              .otherwise(F.lit("fetching")))
     return (paired.join(F.broadcast(stale), key, "left")
             .withColumn("length_s", F.col("end") - F.col("start"))

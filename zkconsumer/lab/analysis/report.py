@@ -27,7 +27,8 @@ from zkconsumer.lab.designs import DESIGNS, LABELS
 
 NOT_REPORTED_CELL = "n/r"  # a count the design's members do not report (owner_nodes.NOT_REPORTED): never 0
 DESIGN_NAMES = LABELS
-SHORT = {"zk": "zk", "original": "orig", "coordinator": "coord"}  # table sub-headings
+SHORT = {"zk": "zk", "original": "orig", "coordinator": "eager", "cooperative": "coop",
+         "consumer": "kip848"}  # table sub-headings
 
 
 @dataclass

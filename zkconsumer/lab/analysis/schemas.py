@@ -40,6 +40,11 @@ _FIELDS: dict[str, T.DataType] = {
     "result": _STRING,
     "error": _STRING,  # raw: null, a message, or anything a future writer puts there
     "partitions": _STRING,  # raw JSON: see the module docstring
+    # generation records of the incremental protocols (cooperative, consumer): what one callback added, and what a
+    # partial revoke left the member (raw JSON lists, like `partitions`); `round` numbers a member's assignments
+    "added": _STRING,
+    "remaining": _STRING,
+    "round": T.LongType(),
     "offsets": _STRING,  # raw JSON object {"t/p": offset}
     "generation": T.LongType(),
     "pid": T.LongType(),

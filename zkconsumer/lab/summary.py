@@ -20,7 +20,8 @@ from typing import Any
 
 from zkconsumer.event_log import LineErrors
 from zkconsumer.lab import gaps, identities
-from zkconsumer.lab.designs import FAITHFUL, design_label, is_zookeeper_design
+from zkconsumer.lab.designs import FAITHFUL, design_label, is_broker_side, is_zookeeper_design
+from zkconsumer.lab.handover import Handover
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
 from zkconsumer.lab.protocol_rules import is_conflict, is_coordination_api, is_failed_attempt
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -61,6 +62,10 @@ class RunSummary:
     blackholed: int = 0
     bad_lines: int = 0
     mode: str = FAITHFUL  # the zk design's opt-in mode (zkconsumer/modes.py)
+    # What the window cost the partitions (handover.py): owners changed, and partitions revoked from members that
+    # got them back (the stop-the-world of an eager protocol); None where the run cannot tell
+    moved: int | None = None
+    revoked_kept: int | None = None
 
     @property
     def label(self) -> str:
@@ -112,8 +117,14 @@ def summarize(run_dir: Path) -> RunSummary:
     changed: dict[int, tuple[float, list[str]]] = {}  # change number (run.py's) -> (its record's ts, members)
     stables: list[tuple[int, float]] = []  # (change number, duration_s) of each stable record
     notices: list[tuple[float, str]] = []
+    handover = Handover()
     for record in records:
         ts = record.get("ts") or 0.0
+        if start is not None and ts >= start and not handover.started:
+            handover.start()
+        if end is not None and ts > end and not handover.ended:
+            handover.end()
+        handover.fold(record)
         if start is None or ts < start or (end is not None and ts > end):
             continue
         _count(summary, record, generations)
@@ -128,6 +139,8 @@ def summarize(run_dir: Path) -> RunSummary:
             first_join = ts
         elif first_join is not None and summary.first_owned_s is None and _owns_something(record):
             summary.first_owned_s = ts - first_join
+    if start is not None:
+        summary.moved, summary.revoked_kept = handover.moved, handover.revoked_kept_or_none
     for change, duration in stables:
         parts = split(changed[change][0], duration, changed[change][1], notices) if change in changed else None
         summary.noticing_s.append(parts.noticing_s if parts else None)
@@ -189,15 +202,16 @@ def render(summaries: list[RunSummary]):
 
     table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
     for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "kafka coord/chg", "1st owned s", "stable s", "notice s", "rebal s", "identities",
-                   "done"):
+                   "zk notif/chg", "kafka coord/chg", "moved", "revoked kept", "1st owned s", "stable s", "notice s",
+                   "rebal s", "identities", "done"):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
             s.case, s.label, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
             str(s.failures), *(fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
-            fmt(s.per_change(s.kafka_coordination)) if s.design == "coordinator" else "-", fmt(s.first_owned_s),
+            fmt(s.per_change(s.kafka_coordination)) if is_broker_side(s.design) else "-",
+            *("-" if v is None else str(v) for v in (s.moved, s.revoked_kept)), fmt(s.first_owned_s),
             fmt(s.time_to_stable), *map(fmt, s.stable_split), _identities(s),
             _done(s))
     return table

@@ -44,6 +44,13 @@ class KafkaRecord:
     the request off the client to the response's scheduled delivery to the client, so it includes the link's
     delay both ways. `partition_errors` holds the nonzero error codes below the top level as (code, count).
     `body_decoded` is False when the response body was not decoded (too large, or unknown to kafka-python).
+
+    The KIP-848 fields are None on every other API (docs/wire.md, "Kafka's consumer group protocol"). On a
+    ConsumerGroupHeartbeat: `member_epoch` is the epoch the member sent (request, and its response too: 0 joins,
+    -1 leaves, -2 a static member leaving to rejoin); `owned` the partitions the request says the member owns;
+    on the response `epoch_after` is the epoch the coordinator answered, `assigned` the partitions of its
+    assignment (None: no assignment in it, the member keeps what it has) and `heartbeat_interval_ms` the interval
+    the coordinator asks for.
     """
 
     ts: float
@@ -63,6 +70,11 @@ class KafkaRecord:
     body_decoded: bool | None = None
     dropped: bool = False
     detail: str | None = None
+    member_epoch: int | None = None
+    owned: int | None = None
+    epoch_after: int | None = None
+    assigned: int | None = None
+    heartbeat_interval_ms: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -76,6 +88,8 @@ class KafkaRecord:
             yield "versions", f"{self.api_name}/v{self.api_version}"
         elif self.kind == "response":
             yield "responses", self.api_name
+            if self.assigned is not None:  # a KIP-848 heartbeat answered with a new assignment
+                yield "assignments", self.api_name
             if self.error_code:
                 yield "errors", self.error_code
             for code, count in self.partition_errors:
@@ -91,6 +105,7 @@ class _Pending:
     api_version: int
     client_id: str | None
     ts: float
+    member_epoch: int | None = None  # ConsumerGroupHeartbeat: the epoch the member sent
 
 
 class KafkaStreamDecoder:
@@ -129,12 +144,22 @@ class KafkaStreamDecoder:
         if not self._bound:
             self._bound = True
             self._ctx.bind(header.client_id or "")
-        self._pending[header.correlation_id] = _Pending(header.api_key, header.api_version, header.client_id, ts)
+        body: dict[str, Any] = {}
+        if header.api_key == codec.CONSUMER_GROUP_HEARTBEAT_KEY:
+            # A body that does not decode leaves the epoch unknown; the header was fine, so the stream goes on.
+            try:
+                heartbeat = codec.decode_consumer_group_heartbeat_request(payload)
+                body = {"member_epoch": heartbeat.member_epoch, "owned": heartbeat.owned}
+            except codec.KafkaDecodeError as exc:
+                body = {"detail": str(exc)}
+                log.debug("conn %s: %s", self._ctx.conn_id, exc)
+        self._pending[header.correlation_id] = _Pending(header.api_key, header.api_version, header.client_id, ts,
+                                                        body.get("member_epoch"))
         while len(self._pending) > _MAX_PENDING:
             self._pending.popitem(last=False)
         self._emit(ts, "request", len(payload) + 4, client_id=header.client_id, api_key=header.api_key,
                    api_name=codec.api_name(header.api_key), api_version=header.api_version,
-                   correlation_id=header.correlation_id)
+                   correlation_id=header.correlation_id, **body)
 
     def _take_pending(self, correlation_id: int) -> _Pending | None:
         if correlation_id not in self._pending:
@@ -156,10 +181,16 @@ class KafkaStreamDecoder:
         nested: dict[int, int] = {}
         decoded = False
         detail = None
+        body: dict[str, Any] = {}
+        if pending.api_key == codec.CONSUMER_GROUP_HEARTBEAT_KEY:
+            body["member_epoch"] = pending.member_epoch
         if size <= self._max_body_decode:
             try:
-                errors = codec.response_errors(pending.api_key, pending.api_version, payload)
-                error_code, nested, decoded = errors.error_code, errors.nested, True
+                answer = codec.decode_response(pending.api_key, pending.api_version, payload)
+                error_code, nested, decoded = answer.errors.error_code, answer.errors.nested, True
+                if isinstance(answer.body, codec.ConsumerGroupHeartbeatResponse):
+                    body.update(epoch_after=answer.body.member_epoch, assigned=answer.body.assigned,
+                                heartbeat_interval_ms=answer.body.heartbeat_interval_ms)
             except codec.KafkaDecodeError as exc:
                 detail = str(exc)
                 log.debug("conn %s: %s", self._ctx.conn_id, exc)
@@ -167,7 +198,7 @@ class KafkaStreamDecoder:
                    api_name=codec.api_name(pending.api_key), api_version=pending.api_version,
                    correlation_id=correlation_id, error_code=error_code, error_name=codec.error_name(error_code),
                    partition_errors=tuple(sorted(nested.items())), latency_ms=(deliver_ts - pending.ts) * 1000.0,
-                   body_decoded=decoded, detail=detail)
+                   body_decoded=decoded, detail=detail, **body)
 
 
 class KafkaProxy(TcpProxy):

@@ -27,7 +27,8 @@ from zkconsumer.embedded.process import EmbeddedError
 POM = Path(__file__).with_name("jvm") / "pom.xml"
 KAFKA_BROKER = "kafka-broker"
 KAFKA_082 = "kafka-0.8.2"  # the original 0.8.2.2 release: its tools and its consumer
-PROFILES = (KAFKA_BROKER, KAFKA_082)
+KAFKA4_BROKER = "kafka-4"  # Apache Kafka 4.x in KRaft mode, for the modern group protocols (embedded/kraft.py)
+PROFILES = (KAFKA_BROKER, KAFKA_082, KAFKA4_BROKER)
 _MANIFEST = "manifest.json"
 _RESOLVE_TIMEOUT_S = 900
 

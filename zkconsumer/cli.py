@@ -93,7 +93,8 @@ def main(verbose: int) -> None:
 
 @main.group()
 def cluster() -> None:
-    """Run a real ZooKeeper (or ensemble) and Apache Kafka brokers in ZooKeeper mode, in the background."""
+    """Run a real ZooKeeper (or ensemble) and Apache Kafka brokers in ZooKeeper mode, in the background; with
+    `up --kraft`, also an Apache Kafka 4.x broker in KRaft mode for the modern group protocols."""
 
 
 @cluster.command("up")
@@ -105,24 +106,31 @@ def cluster() -> None:
 @click.option("--no-broker", is_flag=True, help="start ZooKeeper only (same as --brokers 0)")
 @click.option("--purge", is_flag=True, help="start from empty data (default: keep the last run's topics and offsets)")
 @click.option("--tls", is_flag=True, help="ZooKeeper also on a TLS port, with a throw-away CA (docs/security.md)")
+@click.option("--kraft", is_flag=True,
+              help="also an Apache Kafka 4.x broker in KRaft mode (no ZooKeeper), beside the others, for the modern "
+                   "group protocols; prints its kraft bootstrap.servers")
 @dir_option
 def cluster_up(zk_servers: int, zk_port: int | None, brokers: int, broker_port: int | None, no_broker: bool,
-               purge: bool, tls: bool, base_dir: Path | None) -> None:
-    """Start the cluster and return; prints zookeeper.connect and bootstrap.servers."""
+               purge: bool, tls: bool, kraft: bool, base_dir: Path | None) -> None:
+    """Start the cluster and return; prints zookeeper.connect and bootstrap.servers (and, with --kraft, the KRaft
+    broker's as `kraft bootstrap.servers=`)."""
     c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port,
-                           brokers=0 if no_broker else brokers, purge=purge, tls=tls)
+                           brokers=0 if no_broker else brokers, purge=purge, tls=tls, kraft=1 if kraft else 0)
     click.echo(f"zookeeper.connect={c.zookeeper_connect}")
     for key, value in (c.tls_settings or {}).items():
         click.echo(f"TLS: {key}={value}")
     if c.bootstrap_servers:
         click.echo(f"bootstrap.servers={c.bootstrap_servers}")
+    if c.kraft_bootstrap_servers:
+        click.echo(f"kraft bootstrap.servers={c.kraft_bootstrap_servers}")
     click.echo(f"state: {c.base_dir / 'state.json'}")
 
 
 @cluster.command("status")
 @dir_option
 def cluster_status(base_dir: Path | None) -> None:
-    """Each ZooKeeper server's mode, each broker (id, address, registered), the controller and the topics."""
+    """Each ZooKeeper server's mode, each broker (id, address, registered), the controller and the topics; each
+    KRaft broker (id, address, alive, Kafka version, roles)."""
     c = EmbeddedCluster.load(base_dir or default_dir())
     st = c.status()
     click.echo(f"zookeeper.connect={st.zookeeper_connect}")
@@ -137,6 +145,11 @@ def cluster_status(base_dir: Path | None) -> None:
         role = " controller" if b.broker_id == st.controller else ""
         click.echo(f"kafka broker {b.broker_id} {b.address} {state}{role}")
     click.echo("topics: " + (", ".join(st.topics) if st.topics else "(none)"))
+    if st.kraft_bootstrap_servers:
+        click.echo(f"kraft bootstrap.servers={st.kraft_bootstrap_servers}")
+    for k in st.kraft:
+        click.echo(f"kraft broker {k.node_id} {k.address} {'up' if k.alive else 'down'} "
+                   f"(mode KRaft, Kafka {k.version or 'unknown'}, {k.roles.replace(',', '+')})")
 
 
 @cluster.command("down")

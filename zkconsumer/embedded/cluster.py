@@ -1,5 +1,6 @@
 """`zkconsumer cluster up|status|down`: a real ZooKeeper (or ensemble) and Apache Kafka brokers in ZooKeeper mode,
-in the background (docs/servers.md).
+in the background (docs/servers.md); with `--kraft`, beside them, an Apache Kafka 4.x broker in KRaft mode for the
+modern group protocols (cooperative-sticky, KIP-848's consumer protocol), which needs no ZooKeeper (`kraft.py`).
 
     (no state) ──up──▶ running ──down──▶ stopped (data kept: the next `up` restarts with it)
                           │                 │
@@ -8,7 +9,11 @@ in the background (docs/servers.md).
 
 State lives in a JSON file in the cluster dir so that `status` and `down` work from any later process. ZooKeeper's
 data and the brokers' logs live and die together: a restart keeps both (topics, offsets, messages), a purge
-wipes both, so ZooKeeper never describes topics that no broker holds.
+wipes both, so ZooKeeper never describes topics that no broker holds. The KRaft broker keeps its own metadata, in
+its own directory (`kraft<id>/`), and follows the same rules: kept by `down`, wiped by `--purge`.
+
+`--kraft` adds the KRaft broker to the ZooKeeper design's servers rather than replacing them: ZooKeeper and the 3.9
+brokers start as without it (`--no-broker` still drops the 3.9 brokers), so one `up` serves both designs of the lab.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.kraft import KRaftBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import EmbeddedError, is_running, java_executable, wait_until
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble, zookeeper_classpath
@@ -42,6 +48,15 @@ class BrokerStatus:
 
 
 @dataclass
+class KRaftStatus:
+    node_id: int
+    address: str
+    alive: bool  # its process runs
+    version: str | None  # Kafka's release, from the jars it was started with
+    roles: str  # process.roles: "broker,controller" or "broker"
+
+
+@dataclass
 class ClusterStatus:
     zookeeper_connect: str
     bootstrap_servers: str | None
@@ -49,6 +64,8 @@ class ClusterStatus:
     brokers: list[BrokerStatus] = field(default_factory=list)
     controller: int | None = None
     topics: list[str] = field(default_factory=list)
+    kraft: list[KRaftStatus] = field(default_factory=list)
+    kraft_bootstrap_servers: str | None = None
 
     @property
     def broker_alive(self) -> bool:
@@ -70,6 +87,7 @@ class EmbeddedCluster:
     base_dir: Path
     ensemble: ZooKeeperEnsemble
     brokers: list[KafkaBroker] = field(default_factory=list)
+    kraft: list[KRaftBroker] = field(default_factory=list)  # node 1 first: the quorum's controller
 
     @property
     def zookeeper_connect(self) -> str:
@@ -78,6 +96,11 @@ class EmbeddedCluster:
     @property
     def bootstrap_servers(self) -> str | None:
         return ",".join(b.bootstrap for b in self.brokers) or None
+
+    @property
+    def kraft_bootstrap_servers(self) -> str | None:
+        """bootstrap.servers of the KRaft brokers (`up --kraft`), or None."""
+        return ",".join(b.bootstrap for b in self.kraft) or None
 
     @property
     def tls_settings(self) -> dict[str, str] | None:
@@ -96,6 +119,7 @@ class EmbeddedCluster:
         state = {
             "zookeeper.connect": self.zookeeper_connect, "bootstrap.servers": self.bootstrap_servers,
             "ensemble": self.ensemble.to_dict(), "brokers": [b.to_dict() for b in self.brokers],
+            "kraft.bootstrap.servers": self.kraft_bootstrap_servers, "kraft": [b.to_dict() for b in self.kraft],
         }
         path = self.base_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
@@ -108,7 +132,8 @@ class EmbeddedCluster:
         try:
             state = json.loads(path.read_text())
             return cls(base_dir=Path(base_dir), ensemble=ZooKeeperEnsemble.from_dict(state["ensemble"]),
-                       brokers=[KafkaBroker.from_dict(b) for b in state.get("brokers") or []])
+                       brokers=[KafkaBroker.from_dict(b) for b in state.get("brokers") or []],
+                       kraft=[KRaftBroker.from_dict(b) for b in state.get("kraft") or []])
         except FileNotFoundError:
             raise EmbeddedError(
                 f"no cluster in {base_dir} (no {STATE_FILE}): start one with `zkconsumer cluster up`"
@@ -122,10 +147,12 @@ class EmbeddedCluster:
     def up(
         cls, base_dir: Path = DEFAULT_DIR, zk_servers: int = 1, zk_port: int | None = None,
         broker_port: int | None = None, brokers: int = 1, purge: bool = False,
-        broker_settings: dict[str, str] | None = None, tls: bool = False,
+        broker_settings: dict[str, str] | None = None, tls: bool = False, kraft: int = 0,
+        kraft_settings: dict[str, str] | None = None,
     ) -> EmbeddedCluster:
         """Start ZooKeeper and `brokers` Kafka brokers (0: ZooKeeper only); with `purge`, from empty data; with
-        `tls`, ZooKeeper also has a TLS client port, with a throw-away CA in `base_dir/tls` (docs/security.md)."""
+        `tls`, ZooKeeper also has a TLS client port, with a throw-away CA in `base_dir/tls` (docs/security.md);
+        with `kraft`, that many Kafka 4.x KRaft nodes beside them (node 1 the controller, `kraft.py`)."""
         base_dir = Path(base_dir).resolve()
         if (base_dir / STATE_FILE).exists():
             existing = cls.load(base_dir)
@@ -141,6 +168,7 @@ class EmbeddedCluster:
         base_dir.mkdir(parents=True, exist_ok=True)
         # Resolve the jars before any server starts: a failed download then leaves nothing to clean up.
         classpath = jvm.classpath(jvm.KAFKA_BROKER) if brokers else None
+        kraft_classpath = jvm.classpath(jvm.KAFKA4_BROKER) if kraft else None
         cluster = cls(base_dir, ZooKeeperEnsemble.plan(base_dir, zk_servers, zk_port, tls=tls))
         java, zk_classpath = java_executable(), zookeeper_classpath(tls=tls)
         lifeline = Lifeline()  # stops the servers if this process dies before they are all up
@@ -158,7 +186,17 @@ class EmbeddedCluster:
                 broker.start(cluster_size=brokers, classpath=classpath)
                 lifeline.watch(broker.process)
             cluster.save()
+            # Started before the 3.9 brokers are waited for, so both start at once; they share nothing.
+            for node_id in range(1, kraft + 1):
+                controller = cluster.kraft[0] if cluster.kraft else None
+                cluster.kraft.append(KRaftBroker.plan(base_dir, node_id, settings=kraft_settings,
+                                                      controller=controller))
+                cluster.kraft[-1].start(classpath=kraft_classpath)
+                lifeline.watch(cluster.kraft[-1].process)
+                cluster.save()
             cluster.wait_brokers()
+            for node in cluster.kraft:
+                node.wait_ready()
             lifeline.release()
         except BaseException:
             cluster.down()
@@ -176,16 +214,21 @@ class EmbeddedCluster:
                                     f"{self.brokers[0].log_path}")
 
     def anything_running(self) -> bool:
-        records = [n.process for n in self.ensemble.nodes] + [b.process for b in self.brokers]
+        records = ([n.process for n in self.ensemble.nodes] + [b.process for b in self.brokers]
+                   + [b.process for b in self.kraft])
         return any(is_running(r) for r in records if r)
 
     def down(self, purge: bool = False) -> list[str]:
-        """Stop everything we started, brokers first (a controlled shutdown needs ZooKeeper); returns what was
-        stopped. With `purge`, delete ZooKeeper's data and the brokers' logs too."""
+        """Stop everything we started, brokers first (a controlled shutdown needs ZooKeeper, or for a KRaft broker
+        its controller, node 1, stopped last of them); returns what was stopped. With `purge`, delete ZooKeeper's
+        data and the brokers' logs too."""
         stopped = []
         for broker in self.brokers:
             if broker.stop():
                 stopped.append(f"{broker.process.name} (pid {broker.process.pid})")
+        for node in reversed(self.kraft):
+            if node.stop():
+                stopped.append(f"{node.process.name} (pid {node.process.pid})")
         for node in self.ensemble.nodes:
             if node.process and self.ensemble.stop_node(node):
                 stopped.append(f"{node.process.name} (pid {node.process.pid})")
@@ -211,13 +254,17 @@ class EmbeddedCluster:
                 pass
         brokers = [BrokerStatus(b.broker_id, b.bootstrap, bool(b.process and is_running(b.process)),
                                 b.broker_id in registered) for b in self.brokers]
-        return ClusterStatus(self.zookeeper_connect, self.bootstrap_servers, modes, brokers, controller, topics)
+        kraft = [KRaftStatus(b.node_id, b.bootstrap, bool(b.process and is_running(b.process)), b.version,
+                             "broker,controller" if b.controller else "broker") for b in self.kraft]
+        return ClusterStatus(self.zookeeper_connect, self.bootstrap_servers, modes, brokers, controller, topics,
+                             kraft, self.kraft_bootstrap_servers)
 
 
 def purge_data(base_dir: Path) -> None:
-    """Delete the data of a stopped cluster (ZooKeeper's and the brokers'), never anything else in `base_dir`."""
+    """Delete the data of a stopped cluster (ZooKeeper's and the brokers', the KRaft ones' too), never anything else
+    in `base_dir`."""
     for child in Path(base_dir).glob("*"):
-        if child.is_dir() and (child.name.startswith("zk") or child.name.startswith("kafka")):
+        if child.is_dir() and child.name.startswith(("zk", "kafka", "kraft")):
             shutil.rmtree(child, ignore_errors=True)
 
 

@@ -2,33 +2,21 @@
 ConsumerGroupDescribe (69) decoded from byte strings a tiny encoder here builds from Kafka's schemas
 (clients/src/main/resources/common/message/ConsumerGroupHeartbeatRequest.json, ...Response.json,
 ConsumerGroupDescribeRequest.json, ...Response.json), then on real traffic: librdkafka members with
-`group.protocol=consumer` through the counting proxy in front of a KRaft Apache Kafka 4.4 broker."""
+`group.protocol=consumer` through the counting proxy in front of a KRaft Apache Kafka 4.4 broker
+(zkconsumer/embedded/kraft.py), whose MEMBERS listener advertises the proxy."""
 
 from __future__ import annotations
 
 import socket
 import struct
-import subprocess
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from helpers import unique, wait_for
 
-from zkconsumer.embedded import jvm
+from zkconsumer.embedded.kraft import KRaftBroker
 from zkconsumer.embedded.lifeline import Lifeline
-from zkconsumer.embedded.process import (
-    EmbeddedError,
-    ProcessRecord,
-    free_port,
-    is_running,
-    java_executable,
-    log_tail,
-    port_open,
-    start_detached,
-    stop_process,
-)
+from zkconsumer.embedded.process import free_port
 from zkconsumer.lab.server_info import read_exactly, wait_group_coordinator
 from zkconsumer.lab.wire import C2S, S2C, Counters, KafkaProxy, KafkaRecord, KafkaStreamDecoder, RecordCollector
 from zkconsumer.lab.wire import kafka_codec as codec
@@ -333,112 +321,20 @@ def test_other_apis_carry_no_kip848_fields() -> None:
 
 # ---- real traffic: a KRaft Apache Kafka 4.4 broker -----------------------------------------------------------------
 
-KAFKA4_PROFILE = "kafka-4"  # zkconsumer/embedded/jvm/pom.xml
 PARTITIONS = 4
-
-_LOG4J2 = """\
-rootLogger.level = WARN
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
-"""
-
-
-@dataclass
-class KRaft4:
-    """A single combined broker+controller in KRaft mode, planned like the lab's brokers: `MEMBERS` advertised at
-    the counting proxy, `DIRECT` at its own port. Minimal on purpose; the lab's own is zkconsumer/embedded/kraft.py
-    once it lands."""
-
-    data_dir: Path
-    members_port: int
-    direct_port: int
-    controller_port: int
-    proxied_port: int
-    process: ProcessRecord | None = None
-
-    @classmethod
-    def plan(cls, base_dir: Path, proxied_port: int) -> KRaft4:
-        return cls(base_dir / "kraft1", free_port(), free_port(), free_port(), proxied_port)
-
-    @property
-    def direct(self) -> str:
-        return f"127.0.0.1:{self.direct_port}"
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / "server.properties"
-
-    def _properties(self) -> dict[str, str]:
-        return {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
-            "listeners": f"MEMBERS://127.0.0.1:{self.members_port},DIRECT://127.0.0.1:{self.direct_port},"
-                         f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"MEMBERS://127.0.0.1:{self.proxied_port},DIRECT://127.0.0.1:{self.direct_port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "MEMBERS:PLAINTEXT,DIRECT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "DIRECT",
-            "log.dirs": str(self.data_dir / "logs"),
-            "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "1",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "group.consumer.heartbeat.interval.ms": "500",
-            "group.consumer.min.heartbeat.interval.ms": "500",
-        }
-
-    def start(self, classpath: jvm.Classpath) -> None:
-        self.data_dir.mkdir(parents=True)
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self._properties().items()))
-        (self.data_dir / "log4j2.properties").write_text(_LOG4J2)
-        java = [java_executable(), "-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
-                f"-Dkafka.logs.dir={self.data_dir}", "-cp", str(classpath)]
-
-        def tool(*args: str) -> str:
-            done = subprocess.run([*java, "kafka.tools.StorageTool", *args], capture_output=True, text=True,
-                                  timeout=120, check=False)
-            if done.returncode != 0:
-                raise EmbeddedError(f"StorageTool {args[0]} failed: {(done.stderr or done.stdout).strip()[-500:]}")
-            return done.stdout
-
-        cluster_id = tool("random-uuid").strip().splitlines()[-1]
-        tool("format", "-t", cluster_id, "-c", str(self.config_path), "--standalone")
-        self.process = start_detached("kraft-1", [*java, "kafka.Kafka", str(self.config_path)],
-                                      self.data_dir / "kafka.log", marker=str(self.config_path))
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        def up() -> bool:
-            if self.process is None or not is_running(self.process):
-                raise EmbeddedError(f"the KRaft broker exited: {log_tail(self.data_dir / 'kafka.log', 3)}")
-            return port_open(self.members_port) and port_open(self.direct_port)
-
-        wait_for(up, timeout=timeout, interval=0.1, message="the KRaft broker's listeners")
-        wait_group_coordinator(self.direct)  # creates __consumer_offsets before any member asks
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_process(self.process, grace=30.0)
 
 
 @pytest.fixture(scope="module")
-def kraft4(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[tuple[KRaft4, int]]:
-    """The broker and the port it advertises to members; a test puts its own proxy on that port."""
+def kraft4(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[tuple[KRaftBroker, int]]:
+    """A KRaft Apache Kafka 4.4 node whose MEMBERS listener advertises a port a test then puts its proxy on."""
     proxied_port = free_port()
-    broker = KRaft4.plan(tmp_path_factory.mktemp("kraft4"), proxied_port)
+    broker = KRaftBroker.plan(tmp_path_factory.mktemp("kraft4"), 1, proxied_port=proxied_port)
     try:
-        broker.start(jvm.classpath(KAFKA4_PROFILE))
+        broker.start()
         if broker.process is not None:
             session_lifeline.watch(broker.process)
         broker.wait_ready()
+        wait_group_coordinator(broker.bootstrap)  # __consumer_offsets exists before any member asks
         yield broker, proxied_port
     finally:
         broker.stop()
@@ -468,22 +364,23 @@ def describe(port: int, group: str, version: int, correlation_id: int) -> codec.
     return codec.decode_consumer_group_describe_response(payload, version)
 
 
-def test_consumer_protocol_members_through_the_proxy(kraft4: tuple[KRaft4, int]) -> None:
+def test_consumer_protocol_members_through_the_proxy(kraft4: tuple[KRaftBroker, int]) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     broker, proxied_port = kraft4
     topic, group = unique("kip848"), unique("g848")
-    admin = AdminClient({"bootstrap.servers": broker.direct})  # held: a collected client fails its futures
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # held: a collected client fails its futures
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": broker.direct})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(40):
         producer.produce(topic, b"v%d" % i, partition=i % PARTITIONS)
     assert producer.flush(30) == 0
 
     sink = RecordCollector()
     proxy = KafkaProxy(None, sink=sink, name=unique("kp848"), port=proxied_port).start()
-    proxy.forward_to(("127.0.0.1", broker.members_port))
+    proxy.forward_to(("127.0.0.1", broker.listeners[0].port))  # MEMBERS, advertised at the proxy
+    interval_ms = int(broker.properties()["group.consumer.heartbeat.interval.ms"])
     consumers: dict = {}
     consumed: set[tuple[int, int]] = set()
 
@@ -516,7 +413,7 @@ def test_consumer_protocol_members_through_the_proxy(kraft4: tuple[KRaft4, int])
             assert requests[0].owned == 0  # joining with nothing owned
             assert answers[0].member_epoch == 0 and answers[0].epoch_after > 0 and answers[0].error_code == 0
             assert any(r.member_epoch > 0 for r in requests[1:]), [r.member_epoch for r in requests]
-            assert all(r.heartbeat_interval_ms == 500 for r in answers)  # group.consumer.heartbeat.interval.ms
+            assert all(r.heartbeat_interval_ms == interval_ms for r in answers)
 
         # The coordinator's own view, through the proxy, decoded by the same codec, once the group settled.
         def stable() -> codec.DescribedGroup | None:

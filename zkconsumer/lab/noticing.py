@@ -5,9 +5,11 @@ stable runs from that record to the last member's own record of the settled stat
 
 - noticing: from the change to the moment the last incumbent heard of it. An incumbent is a member that the
   change does not name (not the joiner, not the one leaving) and that shows, on the wire, that it heard:
-  coordinator design, its first REBALANCE_IN_PROGRESS response (a Heartbeat, SyncGroup or OffsetCommit answered
-  so by `GroupCoordinator`) or JoinGroup request after the change, whichever comes first; ZooKeeper designs, its
-  first watch notification after the change (the proxy's `event` records). Only wire records count, as the
+  classic protocol (eager, cooperative), its first REBALANCE_IN_PROGRESS response (a Heartbeat, SyncGroup or
+  OffsetCommit answered so by `GroupCoordinator`) or JoinGroup request after the change, whichever comes first;
+  consumer protocol (KIP-848), its first ConsumerGroupHeartbeat response that carries a new assignment (the
+  coordinator hands out a changed target only in a heartbeat's answer); ZooKeeper designs, its first watch
+  notification after the change (the proxy's `event` records). Only wire records count, as the
   proxies saw them: never a member's own word.
 - rebalancing: the rest of the time to stable (the rebalance the last incumbent then ran, and whatever the
   others still had to do).
@@ -29,6 +31,7 @@ from typing import Any
 CHANGE_ACTIONS = ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause", "migrate")
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"  # the Kafka error code name incumbents are told a rebalance with
 REJOIN_API = "JoinGroup"
+TARGET_API = "ConsumerGroupHeartbeat"  # its response's `assigned` is not null when it carries a new assignment
 
 
 def notice_member(record: dict[str, Any]) -> str | None:
@@ -39,7 +42,9 @@ def notice_member(record: dict[str, Any]) -> str | None:
     if proto == "zk" and kind == "event":
         return record.get("link")
     if proto == "kafka" and ((kind == "response" and record.get("error_name") == REBALANCE_NOTICE)
-                             or (kind == "request" and record.get("api_name") == REJOIN_API)):
+                             or (kind == "request" and record.get("api_name") == REJOIN_API)
+                             or (kind == "response" and record.get("api_name") == TARGET_API
+                                 and record.get("assigned") is not None)):
         return record.get("link") or record.get("client_id")
     return None
 

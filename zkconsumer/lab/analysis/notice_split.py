@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from zkconsumer.lab.noticing import REBALANCE_NOTICE, REJOIN_API
+from zkconsumer.lab.noticing import REBALANCE_NOTICE, REJOIN_API, TARGET_API
 
 SPLIT_COLUMNS = ("noticing_s", "rebalancing_s", "noticed_by")
 
@@ -19,7 +19,9 @@ def notice() -> Column:
     """A wire record that shows its member heard of a change (zkconsumer/lab/noticing.notice_member)."""
     kind, proto = F.col("kind"), F.col("proto")
     kafka = (proto == "kafka") & (((kind == "response") & (F.col("error_name") == REBALANCE_NOTICE))
-                                  | ((kind == "request") & (F.col("api_name") == REJOIN_API)))
+                                  | ((kind == "request") & (F.col("api_name") == REJOIN_API))
+                                  | ((kind == "response") & (F.col("api_name") == TARGET_API)
+                                     & F.col("assigned").isNotNull()))
     return (F.col("type") == "wire") & (((proto == "zk") & (kind == "event")) | kafka)
 
 

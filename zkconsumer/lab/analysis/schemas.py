@@ -68,6 +68,13 @@ _FIELDS: dict[str, T.DataType] = {
     "path": _STRING,  # ZooKeeper: owner-node creates and deletes are the original design's claims and releases
     "err": T.IntegerType(),
     "dropped": T.BooleanType(),  # a frame that met a blackhole (zkconsumer/lab/gaps.py)
+    # ConsumerGroupHeartbeat (KIP-848, docs/wire.md): the epoch a member sent and what it said it owns (null:
+    # unchanged); the coordinator's answer: its epoch, the partitions of a new assignment (null: none), the interval
+    "member_epoch": T.IntegerType(),
+    "owned": T.IntegerType(),
+    "epoch_after": T.IntegerType(),
+    "assigned": T.IntegerType(),
+    "heartbeat_interval_ms": T.IntegerType(),
     # owners, mntr
     "owners": _STRING,
     "sample": _STRING,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.admin import alter_partitions, create_topic
+from zkconsumer.lab import kraft_topics
 from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
 from zkconsumer.lab.driver import DesignDriver, LabEnvironment
 from zkconsumer.lab.load import LoadProducer, wait_drained
@@ -91,6 +92,8 @@ class CaseRun:
         self.mode = mode
         label = design_label(design, mode)
         self.servers = servers
+        # The broker this design's members talk to (the KRaft one for the newer protocols, servers.py).
+        self.side = servers.side(design)
         self.scenario = case.scenario
         self.process_mode = process_mode or self.scenario.group.process_mode
         self.progress = progress or (lambda _text: None)
@@ -102,7 +105,7 @@ class CaseRun:
                                        sweep={case.sweep_axis: case.sweep_value} if case.sweep_axis else {},
                                        process_mode=self.process_mode, run_id=self.run_id,
                                        scenario_definition=self.scenario.model_dump(mode="json"),
-                                       servers=servers.describe(), **modal)
+                                       servers=servers.describe(design), **modal)
         if design == "original":  # what the members ran, as the jar names it (the manifest's `versions`)
             from zkconsumer.lab.original_driver import original_version
 
@@ -127,14 +130,14 @@ class CaseRun:
         self._transition(RunState.SETUP)
         zk_router = SinkRouter()
         zk_proxies = self.servers.zookeeper_proxies(zk_router)
-        self.links = MemberLinks(self.scenario, zk_proxies, self.servers.kafka_proxy, self.servers.chroot)
+        self.links = MemberLinks(self.scenario, zk_proxies, self.side.proxy, self.servers.chroot)
         admin = ZkClient(self.servers.direct_zookeeper, session_timeout_ms=10000, log_id="lab-admin")
         driver: DesignDriver | None = None
         samplers: list[MntrSampler] = []
         outcome, error = RunState.FAILED, None
         try:
             zk_router.route(self.trace.sink("wire", proto="zk"))
-            self.servers.kafka_router.route(self.trace.sink("wire", proto="kafka"))
+            self.side.router.route(self.trace.sink("wire", proto="kafka"))
             self.links.reset_kafka()
             self._phase("setup")
             admin.start()
@@ -144,7 +147,7 @@ class CaseRun:
                 samplers.append(MntrSampler(*host_port(host), sink=self._mntr_sink(i), interval_s=1.0,
                                             name=f"lab-mntr{i}").start())
             env = LabEnvironment(self.rundir, self.case, self.group, topics, self.links.connect,
-                                 self.servers.kafka_proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
+                                 self.side.proxy.bootstrap, self.servers.direct_zookeeper, self.trace)
             driver = make_driver(self.design, self.process_mode, self.mode)
             if has_migrate(self.case.steps):  # only a run with `migrate` steps gets the coordinator half
                 driver = MigratingDriver(driver, self.process_mode)
@@ -191,7 +194,7 @@ class CaseRun:
         before the first member starts; members begin at the earliest offset, so nothing produced is skipped."""
         load = self.scenario.load
         if load.rate > 0:
-            self._load = LoadProducer(self.servers.broker, topics, self.trace, rate=load.rate, keys=load.keys,
+            self._load = LoadProducer(self.side.broker, topics, self.trace, rate=load.rate, keys=load.keys,
                                       message_size=load.message_size).start()
 
     def _stop_load(self, drain: bool) -> None:
@@ -225,7 +228,10 @@ class CaseRun:
         suffix = self.run_id.rsplit("-", 1)[1]
         for topic in self.scenario.group.topics:
             name = f"{topic.name}-{suffix}"
-            create_topic(admin, name, topic.partitions, self.servers.broker)
+            if self.side.kind == "kraft":
+                kraft_topics.create_topic(self.side.broker, name, topic.partitions)
+            else:
+                create_topic(admin, name, topic.partitions, self.side.broker)
             topics[name] = topic.partitions
         self._topic_names = {t.name: name for t, name in zip(self.scenario.group.topics, topics, strict=True)}
         return topics
@@ -323,7 +329,10 @@ class CaseRun:
         znode (the ZooKeeper design's members watch it) and elects the new partitions' leaders (the coordinator
         design's leader sees them at its next metadata refresh, `[coordinator] metadata_max_age_ms`). The group
         counts as stable again only once every partition of the grown topic is owned."""
-        alter_partitions(admin, topic, total, self.servers.broker)
+        if self.side.kind == "kraft":
+            kraft_topics.alter_partitions(self.side.broker, topic, total)
+        else:
+            alter_partitions(admin, topic, total, self.side.broker)
         topics[topic] = total
 
     # --- observation -----------------------------------------------------------------------------------
@@ -372,8 +381,8 @@ class CaseRun:
     def _ports(self) -> dict[str, Any]:
         """Every port this run and its servers listened on (recorded so a test can check they are closed)."""
         links = self.links.zookeeper_ports()
-        kafka = self.servers.kafka
-        return {"kafka_proxy": self.servers.kafka_proxy.port, "broker": host_port(self.servers.broker)[1],
+        kafka = self.side.kafka
+        return {"kafka_proxy": self.side.proxy.port, "broker": host_port(self.side.broker)[1],
                 "broker_listeners": [lst.port for lst in kafka.listeners] if kafka is not None else [],
                 "zookeeper": [host_port(h)[1] for h in self.servers.zookeeper], "zookeeper_proxy_links": links}
 
@@ -393,7 +402,7 @@ class CaseRun:
         for proxy in zk_proxies:
             proxy.stop()
         zk_router.route(None)
-        self.servers.kafka_router.route(None)
+        self.side.router.route(None)
         admin.close()
         self.trace.close()
         return stats

@@ -30,6 +30,11 @@ _METADATA_VERSION = 2  # the first Metadata response with cluster_id (KIP-78)
 # new consumer and share group protocols' group.consumer.* and group.share.*, which no lab member uses).
 CLASSIC_GROUP_SETTINGS = ("group.coordinator.rebalance.protocols", "group.initial.rebalance.delay.ms",
                           "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size")
+# The KRaft broker's: the classic ones (the cooperative design's) and the consumer protocol's (KIP-848), which
+# the broker owns: its members cannot set their heartbeat, session or assignor list.
+CONSUMER_GROUP_SETTINGS = (*CLASSIC_GROUP_SETTINGS, "group.consumer.heartbeat.interval.ms",
+                           "group.consumer.min.heartbeat.interval.ms", "group.consumer.session.timeout.ms",
+                           "group.consumer.assignors", "group.consumer.max.size")
 
 
 def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
@@ -47,22 +52,23 @@ def zookeeper_info(hosts: list[str], embedded: bool) -> dict[str, Any]:
     return {"embedded": embedded, "version": versions.pop() if len(versions) == 1 else None, "servers": servers}
 
 
-def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None,
-                version: str | None = None) -> dict[str, Any]:
+def broker_info(bootstrap: str, *, embedded: bool, kind: str | None = None, version: str | None = None,
+                settings: tuple[str, ...] = CLASSIC_GROUP_SETTINGS) -> dict[str, Any]:
     """What the broker at `bootstrap` tells about itself (API ranges, cluster, its group settings), plus the
     kind and version the lab knows when it started the broker itself."""
     info: dict[str, Any] = {"embedded": embedded, "kind": kind, "version": version, "address": bootstrap}
     try:
         info.update(ask_broker(bootstrap))
         node = info["brokers"][0].split("@", 1)[0] if info["brokers"] else None
-        info["settings"] = group_settings(bootstrap, node) if node is not None else None
+        info["settings"] = group_settings(bootstrap, node, settings) if node is not None else None
     except (OSError, ValueError, kafka_codec.KafkaDecodeError, KafkaError) as exc:
         log.warning("lab: the broker at %s did not describe itself: %s", bootstrap, exc)
         info["error"] = f"{type(exc).__name__}: {exc}"
     return info
 
 
-def group_settings(bootstrap: str, broker_id: str) -> dict[str, str]:
+def group_settings(bootstrap: str, broker_id: str,
+                   keys: tuple[str, ...] = CLASSIC_GROUP_SETTINGS) -> dict[str, str]:
     """The broker's classic group settings as it reports them (DescribeConfigs): what it really runs with, e.g.
     `group.initial.rebalance.delay.ms`, whoever configured it."""
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
@@ -74,7 +80,7 @@ def group_settings(bootstrap: str, broker_id: str) -> dict[str, str]:
     finally:
         admin.close()
     configs = next(iter(found.get("broker", {}).values()), {})
-    return {key: configs[key]["value"] for key in CLASSIC_GROUP_SETTINGS if key in configs}
+    return {key: configs[key]["value"] for key in keys if key in configs}
 
 
 def ask_broker(bootstrap: str) -> dict[str, Any]:

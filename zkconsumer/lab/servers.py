@@ -12,6 +12,12 @@ pointed at `MEMBERS`.
 `configure_broker` restarts the embedded broker when a run needs other settings than it has (same ports, same
 data); an external broker cannot be reconfigured, which the manifest records (`describe()`).
 
+The designs of Kafka's newer group protocols (cooperative-sticky, the KIP-848 consumer protocol) run on an
+Apache Kafka 4.x broker in KRaft mode (designs.py, `broker_kind`), started the first time a run asks for one
+(`side`), with its own persistent Kafka proxy and the same two listeners; `configure_kraft` restarts it when a
+case needs other group settings (the consumer protocol's heartbeat and session are broker settings there). A run
+reaches its design's broker through a `BrokerSide`: the direct address, the proxy and the proxy's router.
+
 Every proxy record goes to a `SinkRouter`, which hands it to the current run's trace (or drops it between
 runs), so one long-lived proxy serves many runs without mixing their counts.
 """
@@ -29,11 +35,18 @@ from typing import Any
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.kraft import KRaftBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import EmbeddedError, ProcessRecord
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.errors import InputError
-from zkconsumer.lab.server_info import broker_info, wait_group_coordinator, zookeeper_info
+from zkconsumer.lab.designs import BrokerKind, broker_kind
+from zkconsumer.lab.server_info import (
+    CONSUMER_GROUP_SETTINGS,
+    broker_info,
+    wait_group_coordinator,
+    zookeeper_info,
+)
 from zkconsumer.lab.wire.kafka import KafkaProxy
 from zkconsumer.lab.wire.zk import ZkProxy
 from zkconsumer.zookeeper import layout
@@ -67,6 +80,35 @@ def broker_settings(scenario: Any) -> dict[str, str]:
     return {"group.initial.rebalance.delay.ms": str(scenario.coordinator.initial_rebalance_delay_ms)}
 
 
+def kraft_settings(scenario: Any) -> dict[str, str]:
+    """The KRaft broker's group settings a scenario needs: its `[coordinator]` session and heartbeat, which the
+    consumer protocol takes from the broker (each with its bound moved so the broker accepts it: Kafka refuses a
+    heartbeat below `group.consumer.min.heartbeat.interval.ms` at start-up), and the classic protocol's initial
+    rebalance delay as on the ZooKeeper-mode broker."""
+    c = scenario.coordinator
+    heartbeat, session = c.heartbeat_interval_ms, c.session_timeout_ms
+    return {
+        "group.initial.rebalance.delay.ms": str(c.initial_rebalance_delay_ms),
+        "group.consumer.heartbeat.interval.ms": str(heartbeat),
+        "group.consumer.min.heartbeat.interval.ms": str(heartbeat),
+        "group.consumer.max.heartbeat.interval.ms": str(max(heartbeat, 15000)),
+        "group.consumer.session.timeout.ms": str(session),
+        "group.consumer.min.session.timeout.ms": str(min(session, 1000)),
+        "group.consumer.max.session.timeout.ms": str(max(session, 60000)),
+    }
+
+
+@dataclass(frozen=True)
+class BrokerSide:
+    """The broker a design's members talk to, as one run needs it."""
+
+    kind: BrokerKind
+    broker: str  # host:port for traffic that is no member's (load producer, topic admin): not the proxy
+    proxy: KafkaProxy
+    router: SinkRouter
+    kafka: KafkaBroker | KRaftBroker | None  # None: an external broker
+
+
 @dataclass
 class LabServers:
     zookeeper: list[str]  # host:port of every ZooKeeper server (members get one proxy per server)
@@ -83,6 +125,12 @@ class LabServers:
     # Stops the embedded servers if the lab's process dies without running `stop` (kill -9 of `lab run`): they
     # run in sessions of their own, so nothing else would (embedded/lifeline.py).
     lifeline: Lifeline | None = field(default=None, repr=False)
+    # The KRaft broker and its proxy, started by the first run of a design that needs them (`side`).
+    base_dir: Path | None = field(default=None, repr=False)
+    kraft: KRaftBroker | None = field(default=None, repr=False)
+    kraft_proxy: KafkaProxy | None = field(default=None, repr=False)
+    kraft_router: SinkRouter = field(default_factory=SinkRouter, repr=False)
+    _kraft_described: dict[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, base_dir: Path, zk_servers: int = 1, zookeeper: str | None = None,
@@ -137,7 +185,8 @@ class LabServers:
             if lifeline is not None:
                 lifeline.cut()
             raise
-        return cls(zk_hosts, direct, proxy, router, ensemble, kafka, chroot, version, lifeline=lifeline)
+        return cls(zk_hosts, direct, proxy, router, ensemble, kafka, chroot, version, lifeline=lifeline,
+                   base_dir=base_dir)
 
     def configure_broker(self, settings: dict[str, str]) -> None:
         """Make the broker run with `settings` (only the keys given): restart the embedded one if it runs with
@@ -161,8 +210,61 @@ class LabServers:
         wait_group_coordinator(self.broker)  # the offsets topic's partitions load again after a restart
         self._described = None
 
-    def describe(self) -> dict[str, Any]:
-        """The `servers` entry of a run's manifest: what ZooKeeper and the broker are, as they say themselves."""
+    def side(self, design: str) -> BrokerSide:
+        """The broker `design`'s members talk to; the KRaft broker starts on the first call that needs it."""
+        if broker_kind(design) == "zookeeper":
+            return BrokerSide("zookeeper", self.broker, self.kafka_proxy, self.kafka_router, self.kafka)
+        kraft, proxy = self._start_kraft()
+        return BrokerSide("kraft", kraft.bootstrap, proxy, self.kraft_router, kraft)
+
+    def configure_kraft(self, settings: dict[str, str]) -> None:
+        """Make the KRaft broker run with `settings`: start it with them, or restart it (same ports and data) if
+        it runs with other values. A setting the broker refuses ends its start-up, and `EmbeddedError` says which
+        (embedded/kraft.py reads the reason from its log)."""
+        if self.kraft is None:
+            self._start_kraft(settings)
+            return
+        if all(self.kraft.settings.get(k) == v for k, v in settings.items()):
+            return
+        log.info("lab: restarting the KRaft broker with %s", settings)
+        self.kraft.stop()
+        self.kraft.settings.update(settings)
+        self._run_kraft(self.kraft)
+        self._kraft_described = None
+
+    def _start_kraft(self, settings: dict[str, str] | None = None) -> tuple[KRaftBroker, KafkaProxy]:
+        if self.kraft is not None and self.kraft_proxy is not None:
+            return self.kraft, self.kraft_proxy
+        if self.kafka is None or self.base_dir is None:
+            raise InputError("the cooperative and consumer designs run on an embedded Apache Kafka 4 broker in KRaft "
+                             "mode, which a lab with an external broker (--bootstrap) does not start: run them "
+                             "without --zookeeper/--bootstrap, or choose --design zk,original,coordinator")
+        proxy = KafkaProxy(None, sink=self.kraft_router, name="lab-kraftproxy").start()
+        try:
+            kraft = KRaftBroker.plan(self.base_dir / "kraft", 1, proxied_port=proxy.port, settings=settings)
+            proxy.forward_to(("127.0.0.1", kraft.listeners[0].port))  # MEMBERS, advertised at the proxy
+            self._run_kraft(kraft)
+        except BaseException:
+            proxy.stop()
+            raise
+        self.kraft, self.kraft_proxy = kraft, proxy
+        return kraft, proxy
+
+    def _run_kraft(self, kraft: KRaftBroker) -> None:
+        kraft.start()
+        _watch(self.lifeline, kraft.process)
+        try:
+            kraft.wait_ready()
+            wait_group_coordinator(kraft.bootstrap)  # __consumer_offsets is made on the first FindCoordinator
+        except BaseException:
+            kraft.stop()
+            raise
+
+    def describe(self, design: str = "zk") -> dict[str, Any]:
+        """The `servers` entry of a run's manifest: what ZooKeeper and the broker `design` runs on are, as they
+        say themselves (the KRaft broker also with the consumer protocol's group settings)."""
+        if broker_kind(design) == "kraft":
+            return self._describe_kraft()
         if self._described is None:
             if self.kafka is not None:
                 broker = broker_info(self.broker, embedded=True, kind="Apache Kafka", version=self._kafka_version)
@@ -174,6 +276,16 @@ class LabServers:
             self._described = {"zookeeper": zookeeper_info(self.zookeeper, embedded=self.ensemble is not None),
                                "broker": broker, "kafka_proxy": self.kafka_proxy.bootstrap}
         return self._described
+
+    def _describe_kraft(self) -> dict[str, Any]:
+        kraft, proxy = self._start_kraft()
+        if self._kraft_described is None:
+            broker = broker_info(kraft.bootstrap, embedded=True, kind="Apache Kafka", version=kraft.version,
+                                 settings=CONSUMER_GROUP_SETTINGS)
+            broker["mode"] = "KRaft"
+            self._kraft_described = {"zookeeper": self.describe()["zookeeper"], "broker": broker,
+                                     "kafka_proxy": proxy.bootstrap}
+        return self._kraft_described
 
     def zookeeper_proxies(self, router: SinkRouter) -> list[ZkProxy]:
         """Fresh proxies (one per ZooKeeper server) for one run; the caller stops them."""
@@ -190,7 +302,8 @@ class LabServers:
         self._stopped = True
         # The proxy first (no member may be left talking), the broker before its ZooKeeper (a controlled shutdown
         # needs ZooKeeper to move leadership and remove its registration).
-        for stop in (self.kafka_proxy.stop, *(s.stop for s in (self.kafka, self.ensemble) if s is not None)):
+        proxies = [p.stop for p in (self.kafka_proxy, self.kraft_proxy) if p is not None]
+        for stop in (*proxies, *(s.stop for s in (self.kraft, self.kafka, self.ensemble) if s is not None)):
             try:
                 stop()
             except Exception:

@@ -3,7 +3,8 @@ summary table, and everything stopped at the end, on failure, and on Ctrl-C (the
 directory is marked incomplete in its manifest).
 
 The broker is started with the first case's broker settings (`servers.broker_settings`: the coordinator's
-`group.initial.rebalance.delay.ms`) and restarted before a run whose case needs other values. Cases come
+`group.initial.rebalance.delay.ms`) and restarted before a run whose case needs other values; so is the KRaft
+broker of the newer protocols (`servers.kraft_settings`), started only when a selected design runs there. Cases come
 sweep value by sweep value, so a sweep over that setting restarts it once per value, not once per run.
 """
 
@@ -16,11 +17,11 @@ import tempfile
 from pathlib import Path
 
 from zkconsumer.errors import InputError, UserError
-from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
+from zkconsumer.lab.designs import FAITHFUL, KRAFT_DESIGNS, MODE_DESIGN, design_label
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import Case, Scenario, expand_cases
 from zkconsumer.lab.scenario_model import Sweep
-from zkconsumer.lab.servers import LabServers, broker_settings
+from zkconsumer.lab.servers import LabServers, broker_settings, kraft_settings
 from zkconsumer.lab.summary import RunSummary, render, summarize
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,11 @@ class LabSession:
             raise InputError(f"--mode {','.join(self.modes)}: only the {MODE_DESIGN} design runs the opt-in modes "
                              f"(Kafka 0.8.2.2's own consumer and the coordinator's have no such settings); add "
                              f"{MODE_DESIGN} to --design, or run the faithful mode")
+        kraft = [d for d in designs if d in KRAFT_DESIGNS]
+        if kraft and (zookeeper is not None or bootstrap is not None):
+            raise InputError(f"--design {','.join(kraft)} runs on the embedded Apache Kafka 4 broker in KRaft mode, "
+                             "which the lab does not start beside external servers: drop --zookeeper/--bootstrap, "
+                             "or choose among zk, original, coordinator")
         self.out_dir = out_dir
         self.process_mode = process_mode
         self.zookeeper = zookeeper
@@ -75,6 +81,8 @@ class LabSession:
             try:
                 for case in self.cases:
                     servers.configure_broker(broker_settings(case.scenario))
+                    if any(d in KRAFT_DESIGNS for d in self.designs):
+                        servers.configure_kraft(kraft_settings(case.scenario))
                     for design, mode in self.runs_of_case():
                         label = design_label(design, mode)
 

@@ -107,6 +107,11 @@ def test_group_apis_and_their_error_codes(proxy: KafkaProxy) -> None:
         assert codes(api) and set(codes(api)) == {0}, (api, codes(api))
     joins = codes("JoinGroup")
     assert joins[-1] == 0 and set(joins) <= {0, 79}  # 79 MEMBER_ID_REQUIRED: the first join of a new member
+    # the generation each JoinGroup answer forms: -1 with MEMBER_ID_REQUIRED, then 1, 2, ... (one per rebalance)
+    answers = find(proxy, kind="response", api_name="JoinGroup")
+    assert {r.epoch_after for r in answers if r.error_code} <= {-1}
+    assert [r.epoch_after for r in answers if not r.error_code] == list(range(1, 1 + joins.count(0)))
+    assert all(r.epoch_after is None for r in find(proxy, kind="response", api_name="SyncGroup"))
     counters = proxy.counters("member-a")
     assert counters["requests"]["JoinGroup"] == len(joins)
     assert counters.get("errors", {}) == ({79: 1} if 79 in joins else {})

@@ -50,7 +50,8 @@ class KafkaRecord:
     -1 leaves, -2 a static member leaving to rejoin); `owned` the partitions the request says the member owns;
     on the response `epoch_after` is the epoch the coordinator answered, `assigned` the partitions of its
     assignment (None: no assignment in it, the member keeps what it has) and `heartbeat_interval_ms` the interval
-    the coordinator asks for.
+    the coordinator asks for. A JoinGroup response's `epoch_after` is the generation it forms (the classic
+    protocol's group epoch), so rounds of every broker-side design are counted from the wire alike.
     """
 
     ts: float
@@ -188,6 +189,8 @@ class KafkaStreamDecoder:
             try:
                 answer = codec.decode_response(pending.api_key, pending.api_version, payload)
                 error_code, nested, decoded = answer.errors.error_code, answer.errors.nested, True
+                if answer.errors.generation is not None:  # JoinGroup: the generation it forms (classic epoch)
+                    body["epoch_after"] = answer.errors.generation
                 if isinstance(answer.body, codec.ConsumerGroupHeartbeatResponse):
                     body.update(epoch_after=answer.body.member_epoch, assigned=answer.body.assigned,
                                 heartbeat_interval_ms=answer.body.heartbeat_interval_ms)

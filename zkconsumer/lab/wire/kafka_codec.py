@@ -27,6 +27,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 API_VERSIONS_KEY = 18
+JOIN_GROUP_KEY = 11
 CONSUMER_GROUP_HEARTBEAT_KEY = 68
 CONSUMER_GROUP_DESCRIBE_KEY = 69
 GET_TELEMETRY_SUBSCRIPTIONS_KEY = 71
@@ -539,6 +540,8 @@ def response_class(api_key: int, api_version: int) -> Any | None:
 class ResponseErrors:
     error_code: int | None  # the body's top-level error code, None when this response has none
     nested: dict[int, int]  # nonzero error codes found deeper (per topic / partition / member) -> count
+    # JoinGroup: the generation_id it answers, the classic protocol's group epoch (-1 with an error)
+    generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -596,7 +599,9 @@ def response_errors(api_key: int, api_version: int, payload: bytes) -> ResponseE
     for key, value in tree.items():
         if key not in skip:
             _collect_errors(value, nested)
-    return ResponseErrors(top if isinstance(top, int) else None, dict(nested))
+    generation = tree.get("generation_id") if api_key == JOIN_GROUP_KEY else None
+    return ResponseErrors(top if isinstance(top, int) else None, dict(nested),
+                          generation if isinstance(generation, int) else None)
 
 
 def _collect_errors(value: Any, into: Counter[int]) -> None:

@@ -15,10 +15,13 @@ from zkconsumer.lab.protocol_rules import (
     backs_off_column,
     conflict_column,
     coordination_api_column,
+    coordination_request_column,
     failed_attempt_column,
     is_conflict,
     is_coordination_api,
+    is_coordination_request,
     is_failed_attempt,
+    is_heartbeat,
 )
 
 RESULTS = [str(r) for r in AttemptResult] + [None]  # None: an attempt_end record without a result
@@ -53,3 +56,20 @@ def test_coordination_apis_agree_in_python_and_spark(spark: SparkSession) -> Non
     answers = _spark_answers(spark, APIS, coordination_api_column)
     assert answers == {api: is_coordination_api(api) for api in APIS}
     assert sorted(api for api in APIS if answers[api]) == ["JoinGroup", "LeaveGroup", "SyncGroup"]
+
+
+def test_consumer_protocol_coordination_requests_agree_in_python_and_spark(spark: SparkSession) -> None:
+    # (api, member epoch, owned): a join (epoch 0), leaves (-1, -2 static), an acknowledgement (owned sent), a
+    # plain heartbeat (nothing changed), and the classic APIs, which carry neither field
+    cases = [("ConsumerGroupHeartbeat", 0, 0), ("ConsumerGroupHeartbeat", -1, None),
+             ("ConsumerGroupHeartbeat", -2, None), ("ConsumerGroupHeartbeat", 7, 3),
+             ("ConsumerGroupHeartbeat", 7, None), ("ConsumerGroupHeartbeat", None, None),
+             ("JoinGroup", None, None), ("Heartbeat", None, None), ("Fetch", None, None)]
+    schema = "api string, epoch int, owned int"
+    df = spark.createDataFrame(cases, schema)
+    rows = df.select("api", "epoch", "owned",
+                     coordination_request_column("api", "epoch", "owned").alias("answer")).collect()
+    spark_answers = [r["answer"] for r in rows]
+    python_answers = [is_coordination_request(*case) for case in cases]
+    assert spark_answers == python_answers == [True, True, True, True, False, False, True, False, False]
+    assert [is_heartbeat(*case) for case in cases] == [False, False, False, False, True, True, False, True, False]

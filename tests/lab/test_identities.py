@@ -31,3 +31,24 @@ def test_they_apply_to_one_join_only():
     assert not identities.single_join(2, 0)  # two joiners
     assert not identities.single_join(1, 1)  # a join and a leave
     assert not identities.single_join(0, 1)
+
+
+def test_cooperative_sticky_takes_a_second_generation_only_when_an_incumbent_revoked():
+    n = 3
+    # measured through the proxy on Kafka 4.4 (librdkafka 2.16, 12 partitions): a join into 3 incumbents
+    two_rounds = {"JoinGroup": 2 * n + 3, "SyncGroup": 2 * n + 2, "LeaveGroup": 0}
+    assert all(c.holds for c in identities.broker_side_join("cooperative", n, two_rounds, 2, True, 0))
+    # nothing to move (more members than partitions): the eager counts, one generation
+    one_round = {"JoinGroup": n + 2, "SyncGroup": n + 1}
+    assert all(c.holds for c in identities.broker_side_join("cooperative", n, one_round, 1, False, 0))
+    # a second generation nobody's revoke explains is flagged
+    failed = [str(c) for c in identities.broker_side_join("cooperative", n, two_rounds, 2, False, 0) if not c.holds]
+    assert failed == ["JoinGroup 9≠5", "SyncGroup 8≠4", "generations 2≠1"]
+
+
+def test_the_consumer_protocol_joins_in_one_epoch_without_join_or_sync_requests():
+    counts = {"ConsumerGroupHeartbeat": 40, "OffsetFetch": 1}
+    assert all(c.holds for c in identities.broker_side_join("consumer", 8, counts, 1, True, 1))
+    failed = [str(c) for c in identities.broker_side_join("consumer", 8, {**counts, "JoinGroup": 1}, 2, True, 2)
+              if not c.holds]
+    assert failed == ["JoinGroup+SyncGroup+LeaveGroup 1≠0", "epoch-0 heartbeats 2≠1", "group epochs 2≠1"]

@@ -1,4 +1,7 @@
-"""Protocol identities of the coordinator design, checked on every run they apply to (docs/coordinator.md).
+"""Protocol identities of the broker-side designs, checked on every run they apply to (docs/coordinator.md,
+docs/join-cost.md).
+
+The classic protocol with an eager assignor (design "coordinator"):
 
 For one member joining a settled group of N kafka-python members on Apache Kafka's GroupCoordinator, the requests
 of the change follow from the protocol alone, whatever the timing:
@@ -13,6 +16,19 @@ Heartbeats grow with time rather than with the change, OffsetFetch with how many
 range assignor's shifts), and OffsetCommit with the periodic auto-commits that fall in the window (N when none
 does: each incumbent commits before it gives its partitions up), so none of them is an identity. A run whose
 counts differ is flagged, not adjusted: a dropped join or a second generation is what these checks exist to show.
+
+The classic protocol with cooperative-sticky (KIP-429, design "cooperative"): the first generation is the eager
+one's (N + 2 JoinGroup, N + 1 SyncGroup), but nobody revokes before it; an incumbent that the new assignment takes
+partitions from revokes just those afterwards and rejoins at once, which starts a second generation that every
+member of the group joins (N + 1 JoinGroup and N + 1 SyncGroup more). So with a revoke: JoinGroup = 2·N + 3,
+SyncGroup = 2·N + 2, generations = 2; without one (nothing had to move), the eager counts and 1 generation.
+
+The consumer group protocol (KIP-848, design "consumer"): no JoinGroup, SyncGroup or LeaveGroup at all; the joiner
+sends exactly one ConsumerGroupHeartbeat with member epoch 0, and the group epoch advances exactly once (the
+coordinator computes the new target assignment once; the members then reconcile towards it in later heartbeats,
+each answered with that epoch). How many heartbeats a change costs is not an identity: each member sends one per
+interval, plus one each time its owned partitions change (the acknowledgement of a revoke or an assignment), and
+the joiner's assignment arrives in as many steps as the incumbents take to release what it gets.
 """
 
 from __future__ import annotations
@@ -37,6 +53,37 @@ class Identity:
 def single_join(joins: int, other_changes: int) -> bool:
     """The identities describe a window with exactly one change: one member joining."""
     return joins == 1 and other_changes == 0
+
+
+def broker_side_join(design: str, incumbents: int, by_api: dict[str, int], rounds: int, revoked: bool,
+                     epoch_zero: int) -> list[Identity]:
+    """The identities of one join on `design` (see the module docstring); `rounds` are generations (classic) or
+    group epochs (consumer protocol) formed in the window, `revoked` whether an incumbent revoked anything,
+    `epoch_zero` the ConsumerGroupHeartbeat requests with member epoch 0."""
+    if design == "cooperative":
+        return cooperative_join(incumbents, by_api, rounds, revoked)
+    if design == "consumer":
+        return consumer_protocol_join(by_api, rounds, epoch_zero)
+    return coordinator_join(incumbents, by_api, rounds)
+
+
+def cooperative_join(incumbents: int, by_api: dict[str, int], generations: int, revoked: bool) -> list[Identity]:
+    n, second = incumbents, int(revoked)
+    return [
+        Identity("JoinGroup", n + 2 + second * (n + 1), by_api.get("JoinGroup", 0)),
+        Identity("SyncGroup", n + 1 + second * (n + 1), by_api.get("SyncGroup", 0)),
+        Identity("LeaveGroup", 0, by_api.get("LeaveGroup", 0)),
+        Identity("generations", 1 + second, generations),
+    ]
+
+
+def consumer_protocol_join(by_api: dict[str, int], epochs: int, epoch_zero: int) -> list[Identity]:
+    return [
+        Identity("JoinGroup+SyncGroup+LeaveGroup", 0, sum(by_api.get(a, 0) for a in ("JoinGroup", "SyncGroup",
+                                                                                    "LeaveGroup"))),
+        Identity("epoch-0 heartbeats", 1, epoch_zero),
+        Identity("group epochs", 1, epochs),
+    ]
 
 
 def coordinator_join(incumbents: int, by_api: dict[str, int], generations: int) -> list[Identity]:

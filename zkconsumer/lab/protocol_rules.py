@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 # Kafka group-coordination requests: what a group rebalance costs the broker-side design. Heartbeats are counted
 # apart (they grow with time, not with membership changes), as are offset commits and fetches.
 COORDINATION_APIS = ("JoinGroup", "SyncGroup", "LeaveGroup")
+# The consumer group protocol (KIP-848) has none of those: a member joins (member epoch 0), leaves (-1, or -2 for a
+# static member) and acknowledges what it now owns (the request's owned partitions, sent only when they changed)
+# in ConsumerGroupHeartbeat requests. Those are its coordination requests; the others are its heartbeats.
+GROUP_HEARTBEAT_API = "ConsumerGroupHeartbeat"
+HEARTBEAT_APIS = ("Heartbeat", GROUP_HEARTBEAT_API)
 
 # The `result` of an `attempt_end` member event (rebalance/listener_types.py) that ends a rebalance successfully:
 # the listener stops retrying on these two (rebalance/listener.py, _attempts). Every other result counts as a
@@ -34,6 +39,18 @@ NO_BACKOFF_RESULTS = (*SUCCEEDED_RESULTS, str(AttemptResult.STOPPED), str(Attemp
 
 def is_coordination_api(api: str | None) -> bool:
     return api in COORDINATION_APIS
+
+
+def is_coordination_request(api: str | None, member_epoch: int | None, owned: int | None) -> bool:
+    """A request that changes the group or acknowledges a change, on any broker-side protocol (see above)."""
+    if api == GROUP_HEARTBEAT_API:
+        return (member_epoch is not None and member_epoch <= 0) or owned is not None
+    return is_coordination_api(api)
+
+
+def is_heartbeat(api: str | None, member_epoch: int | None, owned: int | None) -> bool:
+    """A liveness request: a classic Heartbeat, or a ConsumerGroupHeartbeat that carries no change."""
+    return api in HEARTBEAT_APIS and not is_coordination_request(api, member_epoch, owned)
 
 
 def is_failed_attempt(result: str | None) -> bool:
@@ -56,6 +73,13 @@ def coordination_api_column(api: Column | str) -> Column:
     from pyspark.sql import functions as F
 
     return F.coalesce(_col(api).isin(*COORDINATION_APIS), F.lit(False))
+
+
+def coordination_request_column(api: Column | str, member_epoch: Column | str, owned: Column | str) -> Column:
+    from pyspark.sql import functions as F
+
+    change = F.coalesce(_col(member_epoch) <= 0, F.lit(False)) | _col(owned).isNotNull()
+    return F.when(_col(api) == GROUP_HEARTBEAT_API, change).otherwise(coordination_api_column(api))
 
 
 def failed_attempt_column(result: Column | str) -> Column:

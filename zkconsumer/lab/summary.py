@@ -3,7 +3,8 @@
 The window is the churn: from the `settled` phase (the initial group stable) to `done` (after the last
 change settled). Wire counts are what the proxies saw in that window: ZooKeeper requests (pings and the
 connect handshake excluded) and watch notifications; Kafka group-coordination requests (JoinGroup,
-SyncGroup, LeaveGroup) with heartbeats counted apart, since they grow with time, not with changes.
+SyncGroup, LeaveGroup, and the consumer protocol's ConsumerGroupHeartbeats that join, leave or acknowledge:
+protocol_rules.py) with heartbeats counted apart, since they grow with time, not with changes.
 
 `first_owned_s` is from the first join of the window to the first partition any member owns after it (ZooKeeper
 design: a successful owner claim; coordinator: an assignment with partitions): what a rolling start into an
@@ -23,7 +24,13 @@ from zkconsumer.lab import gaps, identities
 from zkconsumer.lab.designs import FAITHFUL, design_label, is_broker_side, is_zookeeper_design
 from zkconsumer.lab.handover import Handover
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
-from zkconsumer.lab.protocol_rules import is_conflict, is_coordination_api, is_failed_attempt
+from zkconsumer.lab.protocol_rules import (
+    GROUP_HEARTBEAT_API,
+    is_conflict,
+    is_coordination_request,
+    is_failed_attempt,
+    is_heartbeat,
+)
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 
@@ -44,8 +51,13 @@ class RunSummary:
     zk_requests: int = 0
     zk_notifications: int = 0
     zk_by_op: Counter = field(default_factory=Counter)
-    kafka_coordination: int = 0
-    kafka_heartbeats: int = 0
+    kafka_coordination: int = 0  # protocol_rules.is_coordination_request
+    kafka_heartbeats: int = 0  # liveness only (protocol_rules.is_heartbeat)
+    # Broker-side designs, from the wire: generations (JoinGroup answers) or group epochs (ConsumerGroupHeartbeat
+    # answers) formed in the window, and the consumer protocol's joins (member epoch 0)
+    wire_rounds: int = 0
+    epoch_zero: int = 0
+    incumbent_revoked: bool = False
     kafka_by_api: Counter = field(default_factory=Counter)
     kafka_errors: Counter = field(default_factory=Counter)  # "api/ERROR_NAME" of responses with an error code
     stable_s: list[float] = field(default_factory=list)
@@ -118,8 +130,16 @@ def summarize(run_dir: Path) -> RunSummary:
     stables: list[tuple[int, float]] = []  # (change number, duration_s) of each stable record
     notices: list[tuple[float, str]] = []
     handover = Handover()
+    epoch_before = -1  # the newest generation or group epoch answered before the window
+    epochs: set[int] = set()
     for record in records:
         ts = record.get("ts") or 0.0
+        epoch = _answered_epoch(record)
+        if epoch is not None:
+            if start is not None and ts < start:
+                epoch_before = max(epoch_before, epoch)
+            elif start is not None and (end is None or ts <= end):
+                epochs.add(epoch)
         if start is not None and ts >= start and not handover.started:
             handover.start()
         if end is not None and ts > end and not handover.ended:
@@ -145,10 +165,14 @@ def summarize(run_dir: Path) -> RunSummary:
         parts = split(changed[change][0], duration, changed[change][1], notices) if change in changed else None
         summary.noticing_s.append(parts.noticing_s if parts else None)
         summary.rebalancing_s.append(parts.rebalancing_s if parts else None)
-    summary.rebalances = summary.rebalances if is_zookeeper_design(summary.design) else len(generations)
-    if summary.design == "coordinator" and identities.single_join(summary.joins, summary.changes - summary.joins):
-        summary.identities = identities.coordinator_join(summary.members, dict(summary.kafka_by_api),
-                                                         len(generations))
+    summary.wire_rounds = sum(1 for e in epochs if e > epoch_before)
+    # eager members report the group's generation themselves; librdkafka's cannot, so the wire counts those
+    summary.rebalances = (summary.rebalances if is_zookeeper_design(summary.design)
+                          else len(generations) if generations else summary.wire_rounds)
+    if is_broker_side(summary.design) and identities.single_join(summary.joins, summary.changes - summary.joins):
+        summary.identities = identities.broker_side_join(
+            summary.design, summary.members, dict(summary.kafka_by_api), summary.rebalances,
+            summary.incumbent_revoked, summary.epoch_zero)
     return summary
 
 
@@ -169,21 +193,33 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
             summary.conflicts += is_conflict(result)
         case "member_event" if kind == "rebalance_failed":
             summary.failures += 1
-        case "generation" if kind == "assigned":
+        case "generation" if kind == "assigned" and record.get("generation") is not None:
             generations.add(record["generation"])
+        case "generation" if kind == "revoked" and record.get("partitions"):
+            # a join's joiner owns nothing to revoke: whoever revokes in a join window is an incumbent
+            summary.incumbent_revoked = True
         case "wire" if record.get("proto") == "zk" and kind == "request":
             summary.zk_requests += 1
             summary.zk_by_op[record.get("op")] += 1
         case "wire" if record.get("proto") == "zk" and kind == "event":
             summary.zk_notifications += 1
         case "wire" if record.get("proto") == "kafka" and kind == "request":
-            api = record.get("api_name")
+            api, epoch, owned = record.get("api_name"), record.get("member_epoch"), record.get("owned")
             summary.kafka_by_api[api] += 1
-            summary.kafka_coordination += is_coordination_api(api)
-            summary.kafka_heartbeats += api == "Heartbeat"
+            summary.kafka_coordination += is_coordination_request(api, epoch, owned)
+            summary.kafka_heartbeats += is_heartbeat(api, epoch, owned)
+            summary.epoch_zero += api == GROUP_HEARTBEAT_API and epoch == 0
         case "wire" if record.get("proto") == "kafka" and kind == "response" and record.get("error_code"):
             # e.g. Heartbeat/REBALANCE_IN_PROGRESS: how incumbents hear of a rebalance (one per incumbent)
             summary.kafka_errors[f"{record.get('api_name')}/{record.get('error_name')}"] += 1
+
+
+def _answered_epoch(record: dict[str, Any]) -> int | None:
+    """The generation (JoinGroup) or group epoch (ConsumerGroupHeartbeat) a coordinator's answer carries."""
+    if record.get("type") != "wire" or record.get("proto") != "kafka" or record.get("kind") != "response":
+        return None
+    epoch = record.get("epoch_after")
+    return epoch if isinstance(epoch, int) and epoch > 0 else None
 
 
 def _owns_something(record: dict[str, Any]) -> bool:

@@ -17,7 +17,13 @@ from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
 from zkconsumer.lab.analysis.windows import attach_change
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.protocol_rules import conflict_column, coordination_api_column, failed_attempt_column
+from zkconsumer.lab.noticing import TARGET_API
+from zkconsumer.lab.protocol_rules import (
+    HEARTBEAT_APIS,
+    conflict_column,
+    coordination_request_column,
+    failed_attempt_column,
+)
 
 REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"
 # The growth curves: per design, the metric that plays "requests per change" and "notifications per change".
@@ -39,15 +45,20 @@ def wire_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
     category = (F.when(zk & (kind == "request"), F.lit("request"))
                 .when(zk & (kind == "event"), F.lit("notification"))
                 .when(kafka & (kind == "request"), F.lit("request"))
-                .when(kafka & (kind == "response") & (F.col("error_name") == REBALANCE_NOTICE), F.lit("notification")))
+                .when(kafka & (kind == "response") & (F.col("error_name") == REBALANCE_NOTICE), F.lit("notification"))
+                # the consumer protocol tells a member of a new target in a heartbeat's answer (noticing.py)
+                .when(kafka & (kind == "response") & (F.col("api_name") == TARGET_API) & F.col("assigned").isNotNull(),
+                      F.lit("notification")))
     wire = (records.filter(F.col("type") == "wire")
             .select("run_id", "design", "ts", F.coalesce("link", "client_id").alias("member"), "proto",
                     category.alias("category"),
                     F.when(zk, F.coalesce("op", F.lit("watch event"))).otherwise(F.col("api_name")).alias("op"),
-                    F.when(zk, F.col("opcode")).otherwise(F.col("api_key")).alias("code"))
+                    F.when(zk, F.col("opcode")).otherwise(F.col("api_key")).alias("code"),
+                    (kafka & (kind == "request")
+                     & coordination_request_column("api_name", "member_epoch", "owned")).alias("coordination"))
             .filter(F.col("category").isNotNull()))
     return (attach_change(wire, windows)
-            .groupBy("run_id", "design", "change_index", "member", "proto", "category", "op", "code")
+            .groupBy("run_id", "design", "change_index", "member", "proto", "category", "op", "code", "coordination")
             .agg(F.count(F.lit(1)).alias("count")))
 
 
@@ -59,8 +70,9 @@ def _wire_totals(counts: DataFrame) -> list[Column]:
     request, notification = F.col("category") == "request", F.col("category") == "notification"
     return [total(zk & request).alias("zk_requests"), total(zk & notification).alias("zk_notifications"),
             total(kafka & request).alias("kafka_requests"),
-            total(kafka & request & coordination_api_column("op")).alias("kafka_coordination"),
-            total(kafka & request & (F.col("op") == "Heartbeat")).alias("kafka_heartbeats"),
+            total(kafka & request & F.col("coordination")).alias("kafka_coordination"),
+            total(kafka & request & F.col("op").isin(*HEARTBEAT_APIS) & ~F.col("coordination"))
+            .alias("kafka_heartbeats"),
             total(kafka & notification).alias("rebalance_notices")]
 
 

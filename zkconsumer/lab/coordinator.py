@@ -1,11 +1,19 @@
-"""The coordinator design in the lab: kafka-python consumers in one group, balanced by the broker's group
-coordinator (`GroupCoordinator`), as OS processes (default: kill -9 and SIGSTOP need them) or as threads.
+"""The broker-side designs in the lab: consumers in one group, balanced by the broker's group coordinator, as OS
+processes (default: kill -9 and SIGSTOP need them) or as threads. One driver runs one kind of member, chosen once
+(`MemberKind`):
+
+    MemberKind.EAGER        design "coordinator": kafka-python consumers, the classic protocol with an eager
+                            assignor (`coordinator_member`)
+    MemberKind.COOPERATIVE  design "cooperative": librdkafka consumers, the classic protocol with cooperative-sticky
+                            (KIP-429) (`librdkafka_member`)
+    MemberKind.CONSUMER     design "consumer": librdkafka consumers, the consumer group protocol (KIP-848)
 
 Every member reaches the broker only through the Kafka counting proxy (`env.bootstrap`, which the broker's
-`MEMBERS` listener advertises) with its name as client_id, so the proxy counts and delays it per member.
-Members report through their own trace files (`generation`, `assignment`, `consume` records, see
-`coordinator_member`); the driver follows those files and decides stability from them alone, the same way for
-both process modes.
+`MEMBERS` listener advertises) with its name as client id, so the proxy counts and delays it per member.
+Members report through their own trace files (`generation`, `assignment`, `consume` records, the same for every
+kind); the driver follows those files and decides stability from them alone, the same way for both process modes.
+An eager member's records carry the group's generation and each revoke takes everything; a librdkafka member's
+carry no generation (`generation: null`, `round` instead) and each revoke names what `remaining` the member keeps.
 """
 
 from __future__ import annotations
@@ -16,17 +24,59 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from zkconsumer.embedded.process import wait_or_kill
+from zkconsumer.errors import InputError
 from zkconsumer.lab.coordinator_member import CLOSE_TIMEOUT_MS, CoordinatorMember, CoordinatorMemberSettings
+from zkconsumer.lab.designs import DESIGNS, canonical, missing_client
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
+from zkconsumer.lab.trace import TraceWriter
+
+if TYPE_CHECKING:
+    # Imported where used: it needs confluent-kafka, which the eager design does not.
+    from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
 
 log = logging.getLogger(__name__)
 PROCESS_MODES = ("processes", "threads")
 _KILL_WAIT_S = 10.0
+
+
+class MemberKind(Enum):
+    """Which client a driver's members run, and so which group protocol; the value is the design's name."""
+
+    EAGER = "coordinator"
+    COOPERATIVE = "cooperative"
+    CONSUMER = "consumer"
+
+    @classmethod
+    def for_design(cls, design: str) -> MemberKind:
+        """The kind that runs `design` (`eager` is the coordinator design's other name)."""
+        try:
+            return cls(canonical(design))
+        except ValueError:
+            choices = ", ".join(kind.value for kind in cls)
+            zookeeper = [d for d in DESIGNS if d not in {kind.value for kind in cls}]
+            raise ValueError(f"no broker-side design {design!r}: one of {choices} (eager = coordinator); "
+                             f"{', '.join(zookeeper)} run on their own drivers") from None
+
+    @property
+    def design(self) -> str:
+        return self.value
+
+    @property
+    def module(self) -> str:
+        """The member's process entry point (`python -m MODULE SETTINGS_JSON`)."""
+        return "zkconsumer.lab.coordinator_member" if self is MemberKind.EAGER else "zkconsumer.lab.librdkafka_member"
+
+    @property
+    def has_generations(self) -> bool:
+        """Whether members report the group's generation (kafka-python does; confluent-kafka exposes none)."""
+        return self is MemberKind.EAGER
 
 
 @dataclass
@@ -36,9 +86,15 @@ class MemberView:
     name: str
     tail: TraceTail
     incarnation: int = 0
-    current: tuple[int, frozenset[str]] | None = None  # (generation, partitions) of the live assignment
+    # (generation, partitions) of the live assignment; the generation is None for a member that reports none
+    current: tuple[int | None, frozenset[str]] | None = None
     current_since: float | None = None  # the `ts` of the record that made it current
-    generations: list[int] = field(default_factory=list)  # of every assignment, in order
+    # Between a partial revoke or a loss (a record with `remaining`) and the assign that follows it: the member
+    # still owns `current` but is in the middle of a rebalance round.
+    pending: bool = False
+    generations: list[int] = field(default_factory=list)  # of every assignment that had one, in order
+    assignments: int = 0  # `assigned` records, over all incarnations
+    rounds: dict[int, int] = field(default_factory=dict)  # incarnation -> its latest `round`
     revoked: int = 0
     lost: int = 0
     consumed: int = 0
@@ -51,29 +107,79 @@ class MemberView:
             return
         kind = record.get("kind")
         if record.get("type") == "generation":
+            generation = None if record.get("generation") is None else int(record["generation"])
+            if record.get("round") is not None:
+                self.rounds[self.incarnation] = int(record["round"])
+            before = (self.current, self.pending)
             if kind == "assigned":
-                self.current = (int(record["generation"]), frozenset(record.get("partitions", ())))
-                self.current_since = record.get("ts")
-                self.generations.append(int(record["generation"]))
+                self.current = (generation, frozenset(record.get("partitions", ())))
+                self.pending = False
+                self.assignments += 1
+                if generation is not None:
+                    self.generations.append(generation)
             elif kind in ("revoked", "lost"):
-                self.current = None
+                if "remaining" in record:
+                    # An incremental revoke: the rest stays this member's, until the assign that ends the round.
+                    kept = self.current[0] if self.current is not None else generation
+                    self.current = (kept, frozenset(record["remaining"]))
+                    self.pending = True
+                else:
+                    # An eager revoke: nothing remains.
+                    self.current = None
                 if kind == "revoked":
                     self.revoked += 1
                 else:
                     self.lost += 1
+            # Since when the member has been in the state the stability check reads: an assign that confirms an
+            # unchanged assignment (librdkafka calls one every cooperative round) does not move it.
+            if (self.current, self.pending) != before:
+                self.current_since = record.get("ts")
         elif record.get("type") == "consume":
             self.consumed += int(record.get("count", 0))
 
+    @property
+    def round_count(self) -> int:
+        """Assignment rounds over every incarnation, by the members' own `round` counts."""
+        return sum(self.rounds.values())
+
+
+class LabMember(Protocol):
+    """A member run as a thread in the driver's process: `CoordinatorMember` or `LibrdkafkaMember`."""
+
+    name: str
+    trace: TraceWriter
+    error: BaseException | None
+
+    def start(self) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def join(self, timeout: float) -> bool: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How to start one incarnation of a member, as a process or a thread."""
+
+    name: str
+    module: str  # python -m MODULE SETTINGS_JSON
+    settings_json: str
+    stop_bound_s: float  # a graceful stop's budget before the kill
+    thread_member: Callable[[TraceWriter], LabMember]
+
 
 class _ProcessMember:
-    def __init__(self, settings: CoordinatorMemberSettings, log_path: Path) -> None:
-        self.name = settings.name
-        self.settle_bound_s = settings.settle_bound_s
+    def __init__(self, launch: _Launch, log_path: Path) -> None:
+        self.name = launch.name
+        self.stop_bound_s = launch.stop_bound_s
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in wait()
         # A session of its own: a Ctrl-C in the orchestrator's terminal is the driver's to handle. stdin is a
         # lifeline: if the driver dies, the member sees its end and leaves.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zkconsumer.lab.coordinator_member", settings.to_json()],
+            [sys.executable, "-m", launch.module, launch.settings_json],
             stdin=subprocess.PIPE, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
 
     @property
@@ -98,11 +204,15 @@ class _ProcessMember:
 
     def stop(self) -> int | None:
         self.request_stop()
-        return self.wait(self.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 10)
+        return self.wait(self.stop_bound_s)
 
     def kill(self) -> int | None:
         self.signal(signal.SIGKILL)
         return self.wait(_KILL_WAIT_S)
+
+    def error(self) -> str | None:
+        code = self.proc.poll()
+        return None if code is None else f"exited with code {code}: see {self.log_file.name}"
 
     def _close_stdin(self) -> None:
         try:
@@ -113,9 +223,10 @@ class _ProcessMember:
 
 
 class _ThreadMember:
-    def __init__(self, member: CoordinatorMember) -> None:
+    def __init__(self, member: LabMember, stop_bound_s: float) -> None:
         self.name = member.name
         self.member = member
+        self.stop_bound_s = stop_bound_s
         member.start()
 
     @property
@@ -133,17 +244,28 @@ class _ThreadMember:
 
     def stop(self) -> int | None:
         self.request_stop()
-        return self.wait(self.member.settings.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 10)
+        return self.wait(self.stop_bound_s)
+
+    def error(self) -> str | None:
+        if self.member.alive:
+            return None
+        return f"failed: {self.member.error}" if self.member.error is not None else "ended on its own"
 
 
 class CoordinatorDriver:
-    """`DesignDriver` for the broker-side group coordinator (see the module docstring)."""
+    """`DesignDriver` for the broker-side designs (see the module docstring): `kind` picks the members' client."""
 
-    design = "coordinator"
-
-    def __init__(self, process_mode: str = "processes") -> None:
+    def __init__(self, process_mode: str = "processes", kind: MemberKind = MemberKind.EAGER) -> None:
         if process_mode not in PROCESS_MODES:
             raise ValueError(f"process_mode must be 'processes' or 'threads', not {process_mode!r}")
+        if not isinstance(kind, MemberKind):
+            raise TypeError(f"kind must be a MemberKind ({', '.join(k.name for k in MemberKind)}), not {kind!r}: "
+                            "MemberKind.for_design(name) maps a design's name")
+        missing = missing_client(kind.design)
+        if missing is not None:
+            raise InputError(missing)
+        self.kind = kind
+        self.design = kind.design
         self.process_mode = process_mode
         self.env: LabEnvironment | None = None
         self._members: dict[str, _ProcessMember | _ThreadMember] = {}
@@ -171,13 +293,13 @@ class CoordinatorDriver:
                 view = self._views[name] = MemberView(name, TraceTail(env.run.path / "traces" / f"{name}.jsonl"))
             self._fold(view)  # the earlier incarnation's last lines, before its state is dropped
             view.incarnation += 1
-            view.current = None
-            settings = self._settings(name, view.incarnation)
+            view.current, view.pending = None, False
+            launch = self._launch(name, view.incarnation)
             if self.process_mode == "processes":
-                member: _ProcessMember | _ThreadMember = _ProcessMember(settings, env.run.log_path(name))
+                member: _ProcessMember | _ThreadMember = _ProcessMember(launch, env.run.log_path(name))
             else:
-                trace = env.run.trace(name, "coordinator", pid=os.getpid(), incarnation=view.incarnation)
-                member = _ThreadMember(CoordinatorMember(settings, trace))
+                trace = env.run.trace(name, self.design, pid=os.getpid(), incarnation=view.incarnation)
+                member = _ThreadMember(launch.thread_member(trace), launch.stop_bound_s)
             self._members[name] = member
             self._count("joins")
         log.info("lab member %s: started (%s, incarnation %d)", name, self.process_mode, view.incarnation)
@@ -207,7 +329,7 @@ class CoordinatorDriver:
 
     def expire(self, name: str) -> None:
         raise NotImplementedError(
-            f"cannot expire {name}: the coordinator design has no ZooKeeper session. A member's group session "
+            f"cannot expire {name}: the {self.design} design has no ZooKeeper session. A member's group session "
             "ends when its heartbeats stop: use kill, or pause for longer than coordinator.session_timeout_ms")
 
     def stop(self) -> None:
@@ -226,13 +348,22 @@ class CoordinatorDriver:
 
     # --- observation ---------------------------------------------------------------------------------
 
+    def failed(self) -> dict[str, str]:
+        """Members that ended on their own (a crash at start-up, a broker that cannot run their protocol), with
+        where to look: a member the driver stopped, killed or replaced is no longer among them."""
+        with self._lock:
+            members = dict(self._members)
+        return {name: error for name, member in members.items() if (error := member.error()) is not None}
+
     def live_members(self) -> list[str]:
         with self._lock:
             return sorted(n for n, m in self._members.items() if n not in self._paused and m.alive)
 
     def stable(self) -> bool:
-        """Every live member's latest assignment is of one generation, and those assignments partition every
-        partition of `env.topics` (disjoint, complete). A group with no live member is trivially stable."""
+        """Every live member has had its first assignment and is not between a revoke and the assign that
+        follows it; those assignments partition every partition of `env.topics` (disjoint, complete); and, for
+        the eager design, they are all of one generation (librdkafka's members report none: disjoint and complete
+        is what they can show). A group with no live member is trivially stable."""
         return self.assignment() is not None
 
     def stable_since(self) -> float | None:
@@ -248,11 +379,13 @@ class CoordinatorDriver:
         expected = {f"{topic}/{p}" for topic, count in self._env().topics.items() for p in range(count)}
         with self._lock:
             self._refresh()
-            current = {name: self._views[name].current for name in self.live_members() if name in self._views}
-        if any(state is None for state in current.values()):
+            live = [self._views[name] for name in self.live_members() if name in self._views]
+            current = {view.name: view.current for view in live}
+            pending = any(view.pending for view in live)
+        if pending or any(state is None for state in current.values()):
             return None
         states = [state for state in current.values() if state is not None]
-        if len({generation for generation, _ in states}) > 1:
+        if self.kind.has_generations and len({generation for generation, _ in states}) > 1:
             return None
         owned = [p for _, partitions in states for p in partitions]
         if states and (len(owned) != len(set(owned)) or set(owned) != expected):
@@ -260,7 +393,10 @@ class CoordinatorDriver:
         return {name: sorted(state[1]) for name, state in current.items() if state is not None}
 
     def generation(self) -> int | None:
-        """The generation the live members agree on now (None when they do not, or there are none)."""
+        """The generation the live members agree on now (None when they do not, or there are none, or the
+        members report no generation)."""
+        if not self.kind.has_generations:
+            return None
         with self._lock:
             self._refresh()
             states = [self._views[n].current if n in self._views else None for n in self.live_members()]
@@ -273,7 +409,7 @@ class CoordinatorDriver:
             views = dict(self._views)
             actions = dict(self._actions)
         generations = sorted({g for view in views.values() for g in view.generations})
-        per_member = {name: len(view.generations) for name, view in sorted(views.items())}
+        per_member = {name: view.assignments for name, view in sorted(views.items())}
         return {
             "design": self.design,
             "process_mode": self.process_mode,
@@ -283,6 +419,8 @@ class CoordinatorDriver:
             "max_generation": max(generations, default=None),
             "rebalances": sum(per_member.values()),  # assignments received, over all members
             "rebalances_per_member": per_member,
+            # librdkafka members' own counts of assignment rounds (their `round`), over their incarnations
+            "rounds": {name: view.round_count for name, view in sorted(views.items()) if view.rounds},
             "revoked_per_member": {name: view.revoked for name, view in sorted(views.items())},
             "lost_per_member": {name: view.lost for name, view in sorted(views.items()) if view.lost},
             "incarnations": {name: view.incarnation for name, view in sorted(views.items())},
@@ -296,9 +434,37 @@ class CoordinatorDriver:
 
     # --- helpers ---------------------------------------------------------------------------------------
 
-    def _settings(self, name: str, incarnation: int) -> CoordinatorMemberSettings:
+    def _launch(self, name: str, incarnation: int) -> _Launch:
+        settings = self._settings(name, incarnation)
+        if isinstance(settings, CoordinatorMemberSettings):
+            eager = settings
+            return _Launch(name, self.kind.module, eager.to_json(),
+                           eager.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 10,
+                           lambda trace: CoordinatorMember(eager, trace))
+        from zkconsumer.lab.librdkafka_member import LibrdkafkaMember
+
+        librdkafka = settings
+        return _Launch(name, self.kind.module, librdkafka.to_json(), librdkafka.stop_bound_s + 10,
+                       lambda trace: LibrdkafkaMember(librdkafka, trace))
+
+    def _settings(self, name: str, incarnation: int) -> CoordinatorMemberSettings | LibrdkafkaMemberSettings:
         env = self._env()
         c = env.case.scenario.coordinator
+        if self.kind is not MemberKind.EAGER:
+            from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
+
+            classic = self.kind is MemberKind.COOPERATIVE
+            return LibrdkafkaMemberSettings(
+                name=name, group=env.group, topics=sorted(env.topics), bootstrap=env.bootstrap,
+                run_path=str(env.run.path), protocol=self.kind.value,
+                remote_assignor=None if classic else c.remote_assignor,
+                # The consumer protocol's session and heartbeat are the broker's (its group.consumer.* settings).
+                session_timeout_ms=c.session_timeout_ms if classic else None,
+                heartbeat_interval_ms=c.heartbeat_interval_ms if classic else None,
+                max_poll_interval_ms=c.max_poll_interval_ms, metadata_max_age_ms=c.metadata_max_age_ms,
+                incarnation=incarnation, log_level=env.log_level,
+                enable_auto_commit=env.case.scenario.coordinator_auto_commit,
+                auto_commit_interval_ms=env.case.scenario.coordinator_commit_interval_ms)
         return CoordinatorMemberSettings(
             name=name, group=env.group, topics=sorted(env.topics), bootstrap=env.bootstrap,
             run_path=str(env.run.path), session_timeout_ms=c.session_timeout_ms,

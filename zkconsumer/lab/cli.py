@@ -129,8 +129,9 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 @lab.command("run")
 @click.argument("scenario")
 @click.option("--design", default="both", show_default=True, metavar="DESIGN[,DESIGN]",
-              help="zk, original (Kafka 0.8.2.2's own consumer, needs a JDK), coordinator, or a comma list of them; "
-                   "both: zk + coordinator; all: the three")
+              help="zk, original (Kafka 0.8.2.2's own consumer, needs a JDK), coordinator (eager), cooperative "
+                   "(KIP-429), consumer (KIP-848), or a comma list of them; both: zk + coordinator; all: every "
+                   "design this machine can run (docs/designs.md)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="results directory: one run directory per case and design")
 @click.option("--members", "process_mode", type=click.Choice(["processes", "threads"]), default=None,
@@ -144,9 +145,12 @@ def lab_analyze(run_dirs: tuple[Path, ...], out_dir: Path, predict_to: int, no_p
 @click.option("--kafka-proxy-port", type=click.IntRange(0, 65535), default=0, show_default=True)
 @click.option("--mode", "mode", default="faithful", show_default=True, metavar="MODE[,MODE]",
               help="the zk design's opt-in modes (docs/modes.md), one run each; the other designs run once")
+@click.option("--settings", "group_settings", type=click.Choice(["same", "shipped"]), default="same",
+              show_default=True, help="same: every broker-side design with the scenario's session and heartbeat; "
+                                      "shipped: each at its client's and broker's defaults (docs/designs.md)")
 def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None, values: str | None,
             repeats: int | None, zookeeper: str | None, bootstrap: str | None, kafka_proxy_port: int,
-            mode: str) -> None:
+            mode: str, group_settings: str) -> None:
     """Run SCENARIO (a file or a shipped name) on both designs and print a summary per run."""
     from zkconsumer.lab.modes_cli import parse_modes
     from zkconsumer.lab.session import LabSession, select_cases
@@ -163,7 +167,8 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
                                f"{len(expand_cases(found))} cases before --values/--repeats")
     # before the toolchain check: a mode given to a design that has none is refused whatever the machine has
     session = LabSession(found, cases, designs, out_dir, process_mode=process_mode, zookeeper=zookeeper,
-                         bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port, modes=modes)
+                         bootstrap=bootstrap, kafka_proxy_port=kafka_proxy_port, modes=modes,
+                         group_settings=group_settings)
     if "original" in designs:
         from zkconsumer.embedded.process import EmbeddedError
         from zkconsumer.lab.original_driver import check_toolchain

@@ -83,7 +83,8 @@ class CaseRun:
     """
 
     def __init__(self, case: Case, design: str, servers: LabServers, out_dir: Path, *,
-                 process_mode: str | None = None, progress: Progress | None = None, mode: str = FAITHFUL) -> None:
+                 process_mode: str | None = None, progress: Progress | None = None, mode: str = FAITHFUL,
+                 group_settings: str = "same") -> None:
         if mode != FAITHFUL and design != MODE_DESIGN:
             raise ValueError(f"mode {mode!r} on the {design} design: only {MODE_DESIGN} runs the opt-in modes")
         mode_properties(mode)  # an unknown mode fails here, before a run directory exists
@@ -100,6 +101,8 @@ class CaseRun:
         self.run_id = f"{case.case_id}-{label}-{uuid.uuid4().hex[:6]}"
         # A mode's run records its name and properties; the faithful mode's manifest is as before modes existed.
         modal = {} if mode == FAITHFUL else {"mode": mode, "mode_properties": mode_properties(mode)}
+        if group_settings != "same":  # lab run --settings shipped (shipped.py): the design's own defaults
+            modal["group_settings"] = group_settings
         self.rundir = RunDirectory.create(out_dir / case.case_id / label, scenario=self.scenario.name,
                                        case=case.case_id, design=design, seed=case.seed, repeat=case.repeat,
                                        sweep={case.sweep_axis: case.sweep_value} if case.sweep_axis else {},

@@ -17,11 +17,12 @@ import tempfile
 from pathlib import Path
 
 from zkconsumer.errors import InputError, UserError
-from zkconsumer.lab.designs import FAITHFUL, KRAFT_DESIGNS, MODE_DESIGN, design_label
+from zkconsumer.lab.designs import FAITHFUL, KRAFT_DESIGNS, MODE_DESIGN, broker_kind, design_label
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import Case, Scenario, expand_cases
 from zkconsumer.lab.scenario_model import Sweep
 from zkconsumer.lab.servers import LabServers, broker_settings, kraft_settings
+from zkconsumer.lab.shipped import GroupSettings, case_for
 from zkconsumer.lab.summary import RunSummary, render, summarize
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ def select_cases(scenario: Scenario, values: str | None, repeats: int | None) ->
 class LabSession:
     def __init__(self, scenario: Scenario, cases: list[Case], designs: list[str], out_dir: Path, *,
                  process_mode: str | None = None, zookeeper: str | None = None, bootstrap: str | None = None,
-                 kafka_proxy_port: int = 0, modes: list[str] | None = None) -> None:
+                 kafka_proxy_port: int = 0, modes: list[str] | None = None,
+                 group_settings: GroupSettings = "same") -> None:
         self.scenario = scenario
         self.cases = cases
         self.designs = designs
@@ -62,6 +64,7 @@ class LabSession:
             raise InputError(f"--design {','.join(kraft)} runs on the embedded Apache Kafka 4 broker in KRaft mode, "
                              "which the lab does not start beside external servers: drop --zookeeper/--bootstrap, "
                              "or choose among zk, original, coordinator")
+        self.group_settings = group_settings
         self.out_dir = out_dir
         self.process_mode = process_mode
         self.zookeeper = zookeeper
@@ -85,13 +88,19 @@ class LabSession:
                         servers.configure_kraft(kraft_settings(case.scenario))
                     for design, mode in self.runs_of_case():
                         label = design_label(design, mode)
+                        run_case = case_for(case, design, self.group_settings)
+                        if run_case is not case:  # the design's own defaults: its broker's settings change too
+                            if broker_kind(design) == "kraft":
+                                servers.configure_kraft(kraft_settings(run_case.scenario))
+                            else:
+                                servers.configure_broker(broker_settings(run_case.scenario))
 
                         def report(text: str, case=case, label=label) -> None:
                             if progress is not None:
                                 progress(f"{case.case_id} {label}: {text}")
 
-                        path = CaseRun(case, design, servers, self.out_dir, process_mode=self.process_mode,
-                                       progress=report, mode=mode).run()
+                        path = CaseRun(run_case, design, servers, self.out_dir, process_mode=self.process_mode,
+                                       progress=report, mode=mode, group_settings=self.group_settings).run()
                         summaries.append(summarize(path))
                         if progress is not None:
                             progress(None)

@@ -68,8 +68,10 @@ def test_a_killed_member_owns_nothing_and_what_it_had_moves():
 
 
 def test_the_original_consumer_has_owner_snapshots_only():
-    before = [{"type": "owners", "owners": {"t/0": "a-0", "t/1": "a-0"}}]
-    during = [{"type": "owners", "owners": {"t/0": "a-0", "t/1": "b-0"}}]
+    # the snapshot before the window caught the initial group half-settled: the first one inside it is the start
+    before = [{"type": "owners", "owners": {"t/0": "a-0"}}]
+    during = [{"type": "owners", "owners": {"t/0": "a-0", "t/1": "a-0"}},
+              {"type": "owners", "owners": {"t/0": "a-0", "t/1": "b-0"}}]
     h = fold_window(before, during)
     assert h.moved == 1
     assert h.revoked_kept_or_none is None  # it reports no revocations of its own

@@ -46,6 +46,7 @@ class Handover:
     _at_start: dict[str, str | None] | None = None
     _at_end: dict[str, str | None] | None = None
     _counting: bool = False
+    _await_snapshot: bool = False
 
     def fold(self, record: dict[str, Any]) -> None:
         kind, member = record.get("kind"), record.get("member")
@@ -67,10 +68,18 @@ class Handover:
                     self._given_up.pop(name, None)
             case "owners":
                 self.snapshot = {tp: str(owner) for tp, owner in (record.get("owners") or {}).items()}
+                if self._await_snapshot:
+                    self._at_start, self._await_snapshot = dict(self.snapshot), False
 
     def start(self) -> None:
-        self._at_start = self._owners()
         self._counting = True
+        if self.saw_member_records:
+            self._at_start = self._owners()
+        else:
+            # Snapshots are taken every half second and the last one may predate the group settling: the first
+            # one after the window opens (before any change: a scenario's first change is seconds later) is the
+            # settled group's.
+            self._await_snapshot = True
 
     def end(self) -> None:
         self._at_end = self._owners()
@@ -78,7 +87,7 @@ class Handover:
 
     @property
     def started(self) -> bool:
-        return self._at_start is not None
+        return self._counting or self._at_start is not None
 
     @property
     def ended(self) -> bool:

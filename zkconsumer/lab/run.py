@@ -57,9 +57,10 @@ def make_driver(design: str, process_mode: str, mode: str = FAITHFUL) -> DesignD
         from zkconsumer.lab.original_driver import OriginalDriver
 
         return OriginalDriver(process_mode)
-    from zkconsumer.lab.coordinator import CoordinatorDriver
+    from zkconsumer.lab.coordinator import CoordinatorDriver, MemberKind
 
-    return CoordinatorDriver(process_mode)
+    # the broker-side designs: one driver, its members' client chosen once by the design
+    return CoordinatorDriver(process_mode, MemberKind.for_design(design))
 
 
 class CaseRun:

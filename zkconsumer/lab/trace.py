@@ -40,7 +40,10 @@ RECORD_TYPES: dict[str, tuple[str, ...]] = {
     "phase": ("phase",),  # setup | settled | churn | settling | done; one record when each begins
     "membership": ("action", "members", "step"),  # a churn action applied: join, leave, kill, pause, ...
     "member_event": ("member", "kind"),  # ZooKeeper design: a MemberEvent (rebalance/events.py), its fields flat
-    "generation": ("member", "generation", "kind"),  # coordinator design: assigned | revoked | lost, with partitions
+    # broker-side designs: assigned | revoked | lost, with partitions; `generation` is the group's generation where
+    # the member's client tells it (kafka-python) and null where it cannot (librdkafka: its `round` instead), so it
+    # is not required (a JSON reader cannot tell null from absent)
+    "generation": ("member", "kind"),
     "assignment": ("member", "partitions"),  # what a member owns now ("t/p" strings), either design
     "consume": ("member", "topic", "partition", "first_offset", "last_offset", "count"),  # a batch handed out
     "produce": ("topic", "partition", "first_offset", "last_offset", "count"),

@@ -1,7 +1,8 @@
 """The main job (`make demo`, `zkconsumer demo`): the comparison this project exists for, start to finish.
 
-1. the herd scenario (one member joins a settled group of N) on both designs against the embedded servers,
-   which `zkconsumer lab run` starts and stops itself (docs/lab.md);
+1. the herd scenario (one member joins a settled group of N) on four generations of group rebalancing (the
+   ZooKeeper design, the classic eager protocol, cooperative-sticky and Kafka 4's consumer protocol: designs.py)
+   against the embedded servers, which `zkconsumer lab run` starts and stops itself (docs/lab.md);
 2. the PySpark analysis of those runs, with the scale simulation's predictions next to them (docs/analysis.md,
    docs/simulation.md), written as Parquet tables and one self-contained HTML report;
 3. a summary table and the verdict (analysis/verdict.py) on the terminal, and the report's path.
@@ -45,8 +46,9 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
             shutil.rmtree(stale)
     scenario = find_scenario("herd")
     cases = select_cases(scenario, values, 1)
-    console.rule(f"1/3 lab: herd, N = {values}, both designs, members as {process_mode}")
-    LabSession(scenario, cases, list(scenario.designs), runs_dir, process_mode=process_mode).run_cli()
+    designs = demo_designs(scenario.designs)
+    console.rule(f"1/3 lab: herd, N = {values}, designs {', '.join(designs)}, members as {process_mode}")
+    LabSession(scenario, cases, designs, runs_dir, process_mode=process_mode).run_cli()
 
     console.rule("2/3 analysis: PySpark local[2], with the scale simulation up to N = " f"{predict_to}")
     from zkconsumer.lab.analysis.job import analyze
@@ -80,6 +82,14 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
     return result.report
 
 
+def demo_designs(scenario_designs: list[str]) -> list[str]:
+    """Every generation this machine can run, but the original 0.8.2.2 consumer: it is the ZooKeeper design
+    again (the reference ours is measured against, docs/interop.md), and a JVM per member would double the job."""
+    from zkconsumer.lab.designs import select_designs
+
+    return [d for d in select_designs(scenario_designs, "all") if d != "original"]
+
+
 def _prediction_headline(spark: Any, result: Any) -> str | None:
     """The line predictions.headline writes: "X of Y predictions hold ...; k of k protocol identities hold"."""
     if "prediction_comparison" not in result.tables:
@@ -90,16 +100,21 @@ def _prediction_headline(spark: Any, result: Any) -> str | None:
 
 
 def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -> Table:
-    """Per N: both designs' cost of one join, observed (and predicted where the simulation ran)."""
+    """Per N: each design's cost of one join, observed (and predicted where the simulation ran): the ZooKeeper
+    design's requests, notifications and conflicts, and per broker-side design its coordination requests
+    (protocol_rules.is_coordination_request) and time to stable."""
     from zkconsumer.lab.analysis.predictions import mean_by_size
+    from zkconsumer.lab.analysis.report import SHORT
+    from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
 
     by_n: dict[int, dict[str, dict[str, Any]]] = {}
     for run in runs:
         by_n.setdefault(run["members"], {})[run["design"]] = run
+    broker_side = [d for d in BROKER_SIDE_DESIGNS if any(r["design"] == d for r in runs)]
     prediction = mean_by_size(predicted)  # per N: the mean over the fixed seeds
     table = Table(title="one join into a group of N (per membership change; predicted in brackets)")
     for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s",
-                   "coord JoinGroup+SyncGroup", "coord stable s"):
+                   *(f"{SHORT[d]} {label}" for d in broker_side for label in ("coord req", "stable s"))):
         table.add_column(column, justify="right")
 
     def cell(run: dict[str, Any] | None, column: str, predicted_column: str | None, n: int, digits: int = 0) -> str:
@@ -109,12 +124,18 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
             return observed
         return f"{observed} [{p[predicted_column]:.{digits}f}]"
 
+    # the simulation predicts the eager coordinator (predictions.py): its columns are the ones with brackets
+    predicted_columns = {"coordinator": ("coord_coordination", "coord_time_to_stable_s")}
     for n in sorted(set(by_n) | set(prediction)):
-        zk, co = by_n.get(n, {}).get("zk"), by_n.get(n, {}).get("coordinator")
+        zk = by_n.get(n, {}).get("zk")
+        cells = []
+        for design in broker_side:
+            run = by_n.get(n, {}).get(design)
+            coordination, stable = predicted_columns.get(design, (None, None))
+            cells += [cell(run, "kafka_coordination_per_change", coordination, n),
+                      cell(run, "time_to_stable_s", stable, n, 1)]
         table.add_row(str(n), cell(zk, "zk_requests_per_change", "zk_requests", n),
                       cell(zk, "zk_notifications_per_change", "zk_notifications", n),
                       cell(zk, "conflicts", "zk_conflicts", n),
-                      cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1),
-                      cell(co, "kafka_coordination_per_change", "coord_coordination", n),
-                      cell(co, "time_to_stable_s", "coord_time_to_stable_s", n, 1))
+                      cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1), *cells)
     return table

@@ -31,7 +31,8 @@ from zkconsumer.lab.scenario import (
 )
 
 SHIPPED = {"herd", "simultaneous-start", "staggered-join", "rolling-restart", "crash", "expiry-storm",
-           "restart-trap", "add-partitions", "far-members", "lesson", "rolling-start", "migrate"}
+           "restart-trap", "add-partitions", "far-members", "lesson", "rolling-start", "migrate",
+           "add-partitions-at-scale"}
 
 TOP = """
 name = "t"
@@ -434,7 +435,7 @@ def test_lab_list_shows_every_shipped_scenario():
     assert "members: 1, 2, 4, 8, 16, 32, 64" in rows["herd"] and rows["herd"].rstrip().endswith(" 42")
     assert "zk, coordinator" in rows["crash"] and rows["crash"].rstrip().endswith(" 6")
     total = sum(s.estimated_runs for s in shipped_scenarios())
-    assert lines[-1] == f"12 scenarios, {total} runs (cases x repeats x designs)"
+    assert lines[-1] == f"13 scenarios, {total} runs (cases x repeats x designs)"
 
 
 def test_lab_validate_ok_and_bad_files(tmp_path: Path):
@@ -480,7 +481,7 @@ def test_lab_list_dir_reports_bad_files(tmp_path: Path):
 # the ZooKeeper-only expiry (the delivery audit); none for joins into an empty group (nobody to hear of them).
 PHASE_SPREAD = {"herd": 2.0, "staggered-join": 2.0, "lesson": 2.0, "far-members": 2.0, "crash": 2.0,
                 "restart-trap": 2.0, "rolling-restart": 2.0, "add-partitions": 3.0, "expiry-storm": 1.0,
-                "simultaneous-start": 0.0, "rolling-start": 0.0, "migrate": 2.0}
+                "simultaneous-start": 0.0, "rolling-start": 0.0, "migrate": 2.0, "add-partitions-at-scale": 3.0}
 
 
 def test_a_spread_draws_the_time_from_the_case_seed_over_the_whole_interval():

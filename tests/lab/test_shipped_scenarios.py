@@ -235,4 +235,6 @@ def test_every_shipped_scenario_but_the_lesson_is_run_here() -> None:
     from zkconsumer.lab.scenario import shipped_names
 
     # migrate ends with no ZooKeeper-design member, so the owners checked here are not its: tests/lab/test_migrate.py
-    assert set(SHRUNK) == set(shipped_names()) - {"lesson", "migrate"}
+    # add-partitions-at-scale is add-partitions with 10 members and 900 new partitions: shrunk, it is the
+    # add-partitions run above; its own scale is measured by docs/designs.md's command, not in the suite
+    assert set(SHRUNK) == set(shipped_names()) - {"lesson", "migrate", "add-partitions-at-scale"}

@@ -2,9 +2,11 @@
 
 The player only renders the states `steps.py` computed: slider position 0 is the moment of the change, position
 i > 0 is the i-th step of the merged timeline; each design shows its state after its latest step at or before
-that position. Each ZooKeeper design (ours, and the original when the case ran it) has a pane of its own whose
-element ids start with the design's name (`zk-owners`, `original-owners`). `#step=N` in the address opens the
-page at position N.
+that position. Every design of the lesson has a pane of its own (`L.panes`, in generation order) whose element ids
+start with the pane's id (`zk-owners`, `original-owners`, `coord-owners`, `cooperative-owners`,
+`consumer-owners`): a ZooKeeper pane draws the znode tree, a broker-side pane the group's state boxes. Diagrams
+are drawn at the pane's own width, so five columns keep their text size. `#step=N` in the address opens the page
+at position N.
 """
 
 CSS = r"""
@@ -19,13 +21,16 @@ header h1 { font-size: 18px; margin: 0 0 2px; } header p { margin: 0; color: #b9
 #position { font-variant-numeric: tabular-nums; min-width: 210px; text-align: right; }
 #current { margin: 10px 18px; padding: 10px 14px; background: #fff; border-left: 6px solid #888; }
 #current.zk { border-color: #2f7d4a; } #current.original { border-color: #8a5a00; }
-#current.coordinator { border-color: #2b5fa8; }
+#current.coordinator { border-color: #2b5fa8; } #current.cooperative { border-color: #7a3d9c; }
+#current.consumer { border-color: #0f7c80; }
 #current .title { font-weight: 600; font-size: 16px; } #current .why { color: #444; }
 #current .where { font-size: 12px; color: #555; margin-top: 4px; } #current code { background: #eef; }
 #current ul { margin: 4px 0 0; padding-left: 18px; font: 12px monospace; max-height: 90px; overflow: auto; }
 main { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; padding: 0 18px 18px; }
 section.pane { background: #fff; padding: 10px 14px; border-top: 5px solid #2f7d4a; opacity: 1; }
 section.pane.coordinator { border-color: #2b5fa8; } section.pane.original { border-color: #8a5a00; }
+section.pane.cooperative { border-color: #7a3d9c; } section.pane.consumer { border-color: #0f7c80; }
+p.verdict { margin: 0 0 6px; font-size: 12px; color: #444; }
 section.pane.idle { opacity: .8; }
 section.pane h2 { font-size: 16px; margin: 0 0 6px; }
 .counters { display: flex; gap: 10px; flex-wrap: wrap; margin: 6px 0; }
@@ -35,8 +40,8 @@ section.pane h2 { font-size: 16px; margin: 0 0 6px; }
 svg.diagram { width: 100%; height: auto; background: #fafbfc; border: 1px solid #e4e6ea; }
 svg text { font: 12px system-ui, sans-serif; }
 .states { display: flex; gap: 4px; margin: 6px 0; }
-.states div { flex: 1; text-align: center; padding: 6px 2px; border: 2px solid #ccd; border-radius: 6px;
-  color: #889; font-size: 12px; }
+.states div { flex: 1; min-width: 0; text-align: center; padding: 6px 2px; border: 2px solid #ccd;
+  border-radius: 6px; color: #889; font-size: 12px; overflow-wrap: anywhere; }
 .states div.on { border-color: #2b5fa8; background: #2b5fa8; color: #fff; font-weight: 600; }
 table { border-collapse: collapse; width: 100%; font-size: 12px; margin: 6px 0; }
 td, th { border-bottom: 1px solid #eee; padding: 2px 6px; text-align: left; }
@@ -47,11 +52,15 @@ ol.log { font-size: 12px; max-height: 200px; overflow: auto; padding-left: 28px;
 ol.log li { cursor: pointer; } ol.log li.done { color: #667; } ol.log li.now { font-weight: 700; color: #000;
   background: #fff4c2; } ol.log li.future { color: #aab; }
 .cols { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
+main.many .cols { grid-template-columns: 1fr; }
+main.many section.pane { padding: 8px 10px; } main.many .counter b { font-size: 16px; }
 """
 
 JS = r"""
 const L = JSON.parse(document.getElementById('lesson-data').textContent);
-const STATES = ['Empty', 'PreparingRebalance', 'CompletingRebalance', 'Stable'];
+// a broker-side member's box colour by its phase
+const PHASE_FILL = {joining: '#fff4c2', syncing: '#e3ecfb', waiting: '#fff4c2', revoking: '#fde2e1',
+  acknowledging: '#e3ecfb', assigned: '#e3ecfb', fenced: '#fde2e1'};
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
 let pos = 0, timer = null;
@@ -76,15 +85,19 @@ function ownerTable(el, rows, prevRows) {
   }).join('');
 }
 function diagram(svg, server, members, marks, step) {
+  // drawn in the pane's own pixels (text stays 12 px however many columns); 510 before layout
+  const w = Math.max(300, Math.round(svg.clientWidth) || 510), sw = Math.min(120, Math.round(w * 0.22));
+  const mw = Math.min(190, Math.round(w * 0.45)), mx = w - mw - 6;
   const h = Math.max(120, 34 * members.length + 20), rows = {};
-  let out = `<rect x="10" y="${h / 2 - 24}" width="120" height="48" rx="6" fill="#e8ecf3" stroke="#778"/>` +
-    `<text x="70" y="${h / 2 + 4}" text-anchor="middle" font-weight="600">${esc(server)}</text>`;
+  let out = `<rect x="6" y="${h / 2 - 24}" width="${sw}" height="48" rx="6" fill="#e8ecf3" stroke="#778"/>` +
+    `<text x="${6 + sw / 2}" y="${h / 2 + 4}" text-anchor="middle" font-weight="600">${esc(server)}</text>`;
   members.forEach((m, i) => {
     const y = 14 + i * 34; rows[m] = y + 13;
     const mark = marks[m] || {};
-    out += `<rect x="330" y="${y}" width="170" height="26" rx="4" fill="${mark.fill || '#fff'}" stroke="#99a"/>` +
-      `<text x="338" y="${y + 17}">${esc(m)} ${esc(mark.text || '')}</text>` +
-      (mark.dot ? `<circle cx="490" cy="${y + 13}" r="6" fill="#d97706"><title>notified</title></circle>` : '');
+    out += `<rect x="${mx}" y="${y}" width="${mw}" height="26" rx="4" fill="${mark.fill || '#fff'}" stroke="#99a"/>` +
+      `<text x="${mx + 6}" y="${y + 17}">${esc(m)} ${esc(mark.text || '')}</text>` +
+      (mark.dot ? `<circle cx="${mx + mw - 10}" cy="${y + 13}" r="6" fill="#d97706"><title>notified</title></circle>`
+        : '');
   });
   let color = '#333';
   if (step && step.arrow && (rows[step.arrow.src] || rows[step.arrow.dst])) {
@@ -92,12 +105,12 @@ function diagram(svg, server, members, marks, step) {
     color = {notify: '#d97706', conflict: '#b3261e', write: '#2f7d4a', read: '#667', request: '#2b5fa8',
       response: '#2b5fa8'}[a.tone] || color;
     const y1 = rows[a.src] || h / 2, y2 = rows[a.dst] || h / 2;
-    const x1 = rows[a.src] ? 330 : 130, x2 = rows[a.dst] ? 330 : 130;
+    const x1 = rows[a.src] ? mx : 6 + sw, x2 = rows[a.dst] ? mx : 6 + sw;
     out += `<line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" stroke="${color}" stroke-width="3" ` +
       `marker-end="url(#arr-${svg.id})"/>` +
       `<text x="${(x1 + x2) / 2}" y="${(y1 + y2) / 2 - 6}" text-anchor="middle" fill="${color}">${esc(a.label)}</text>`;
   }
-  svg.setAttribute('viewBox', `0 0 510 ${h}`);
+  svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
   svg.innerHTML = `<defs><marker id="arr-${svg.id}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" ` +
     `markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="${color}"/></marker></defs>` + out;
 }
@@ -110,7 +123,8 @@ function stepLog(el, design, idx) {
   if (now) el.scrollTop = now.offsetTop - el.offsetTop - 60;
 }
 
-function renderZk(design, idx, current) {  // a ZooKeeper design's pane: its element ids start with its name
+function renderZk(pane, idx, current) {  // a ZooKeeper design's pane (its id is the design's name)
+  const design = pane.design;
   const s = stateOf(design, idx), prev = idx >= 0 ? stateOf(design, idx - 1) : null;
   $(design + '-pane').classList.toggle('idle', !current);
   counters($(design + '-counters'), s.counters, prev && prev.counters);
@@ -139,31 +153,37 @@ function renderZk(design, idx, current) {  // a ZooKeeper design's pane: its ele
   stepLog($(design + '-log'), design, idx);
 }
 
-function renderCoord(idx, current) {
-  const s = stateOf('coordinator', idx), prev = idx >= 0 ? stateOf('coordinator', idx - 1) : null;
-  $('coord-pane').classList.toggle('idle', !current);
-  const box = $('coord-state');
+function renderBroker(pane, idx, current) {  // a broker-side design's pane: group state, members, owners
+  const d = pane.design, id = pane.id;
+  const s = stateOf(d, idx), prev = idx >= 0 ? stateOf(d, idx - 1) : null;
+  $(id + '-pane').classList.toggle('idle', !current);
+  const box = $(id + '-state');
   box.dataset.state = s.group.state; box.dataset.generation = s.group.generation ?? '';
-  box.innerHTML = STATES.map((x) => `<div class="${x === s.group.state ? 'on' : ''}">${x}</div>`).join('');
-  $('coord-generation').textContent = s.group.generation ?? '—';
-  counters($('coord-counters'), s.counters, prev && prev.counters);
+  box.innerHTML = pane.states.map((x) => `<div class="${x === s.group.state ? 'on' : ''}">` +
+    `${esc(x).replace('Rebalance', '<wbr>Rebalance')}</div>`).join('');
+  $(id + '-generation').textContent = s.group.generation ?? '—';
+  counters($(id + '-counters'), s.counters, prev && prev.counters);
   const owner = (st) => { const m = new Map();
-    Object.entries(st.members).forEach(([n, v]) => v.partitions.forEach((p) => m.set(p, `${n} (gen ${v.generation})`)));
+    Object.entries(st.members).forEach(([n, v]) => v.partitions.forEach((p) =>
+      m.set(p, `${n} (${pane.unit} ${v.generation})`)));
     return m; };
   const now = owner(s);
-  ownerTable($('coord-owners'), s.partitions.map((p) => [p, now.get(p) || null]), prev && owner(prev));
+  ownerTable($(id + '-owners'), s.partitions.map((p) => [p, now.get(p) || null]), prev && owner(prev));
   const members = Object.keys(s.members), marks = {};
   members.forEach((m) => { const v = s.members[m];
-    marks[m] = {text: `${v.phase}${v.generation !== null ? ' g' + v.generation : ''}`,
-      fill: v.phase === 'joining' ? '#fff4c2' : v.phase === 'syncing' ? '#e3ecfb' : '#fff'}; });
-  diagram($('coord-diagram'), 'coordinator', members, marks, current ? L.designs.coordinator.steps[idx] : null);
-  stepLog($('coord-log'), 'coordinator', idx);
+    marks[m] = {text: `${v.phase}${v.generation !== null ? ' ' + pane.short + v.generation : ''}`,
+      fill: PHASE_FILL[v.phase] || '#fff'}; });
+  diagram($(id + '-diagram'), 'coordinator', members, marks, current ? L.designs[d].steps[idx] : null);
+  stepLog($(id + '-log'), d, idx);
 }
 
 function render() {
   const entry = pos > 0 ? L.timeline[pos - 1] : null;
-  for (const d of L.zk_panes) if (L.designs[d]) renderZk(d, latest(d, pos), entry && entry.design === d);
-  if (L.designs.coordinator) renderCoord(latest('coordinator', pos), entry && entry.design === 'coordinator');
+  for (const pane of L.panes) {
+    if (!L.designs[pane.design]) continue;
+    const draw = pane.kind === 'zk' ? renderZk : renderBroker;
+    draw(pane, latest(pane.design, pos), entry && entry.design === pane.design);
+  }
   $('slider').value = pos;
   $('position').textContent = `step ${pos} / ${L.timeline.length}` +
     (entry ? `, +${entry.t.toFixed(3)} s` : ', the change');
@@ -200,7 +220,8 @@ document.addEventListener('keydown', (e) => {
   else if (e.key === 'ArrowLeft') go(pos - 1);
   else if (e.key === ' ') { e.preventDefault(); play(); }
 });
-for (const [design, log] of [...L.zk_panes.map((d) => [d, d + '-log']), ['coordinator', 'coord-log']]) {
+for (const {design, id} of L.panes) {
+  const log = id + '-log';
   if (!L.designs[design]) {
     $(log).closest('section').innerHTML += '<p>This design was not run for this case.</p>';
     continue;

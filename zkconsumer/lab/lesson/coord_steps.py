@@ -9,7 +9,8 @@ Apache Kafka's `GroupCoordinator` (classic protocol; docs/coordinator.md, docs/l
   answered MEMBER_ID_REQUIRED (KIP-394's handshake, which adds no member), or a LeaveGroup, or the first
   Heartbeat answered REBALANCE_IN_PROGRESS (the coordinator began one on its own, e.g. a session expired).
 * CompletingRebalance at the first JoinGroup answered without error: `onCompleteJoin` starts the next
-  generation. Its number is the one the members report in their `generation` records (Kafka counts from 1).
+  generation. Its number is the answer's GenerationId as the proxy decoded it (`epoch_after`, docs/wire.md),
+  else the one the member reports next in its `generation` record (Kafka counts from 1).
 * Stable once every member answered for that generation has its SyncGroup answered without error and no
   JoinGroup is pending. Kafka turns Stable at the leader's SyncGroup (`doSyncGroup`), answering the followers'
   syncs parked until then at once and later ones on arrival; which member leads is not on the proxy's records
@@ -17,7 +18,8 @@ Apache Kafka's `GroupCoordinator` (classic protocol; docs/coordinator.md, docs/l
   holds its assignment.
 * A SyncGroup answered REBALANCE_IN_PROGRESS sends the group back to PreparingRebalance.
 
-Members' own records give the generations and assignments (assigned, revoked, lost).
+Members' own records give the assignments (assigned, revoked, lost). The cooperative design (coop_steps.py) is
+the same protocol and reuses all of this; its members revoke only what moves (`remaining` keeps the rest).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from zkconsumer.lab.coordinator_member import CoordinatorMember
 from zkconsumer.lab.lesson.model import Step, code_ref, partition_key
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
-from zkconsumer.lab.protocol_rules import COORDINATION_APIS
+from zkconsumer.lab.protocol_rules import is_coordination_request, is_heartbeat
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.run_stability import ChangeTracker
 from zkconsumer.lab.sim.coordinator import COMPLETING, EMPTY, PREPARING, STABLE, _Model
@@ -55,24 +57,35 @@ APIS: dict[str, tuple[Any, str, str]] = {
 
 
 class CoordinatorSteps:
-    def __init__(self, records: list[dict[str, Any]], window: Window) -> None:
+    # the Kafka APIs whose records become steps (or counts)
+    SHOWN_APIS: tuple[str, ...] = GROUP_APIS
+
+    def __init__(self, records: list[dict[str, Any]], window: Window, design: str = "coordinator") -> None:
+        self.design = design
         self.records = records
         self.members = members_in(records)
         self.partitions = sorted({p for r in records if r["type"] in ("generation", "assignment")
                                   for p in r.get("partitions", ())}, key=partition_key)
-        initial = {"group": {"state": EMPTY, "generation": None},
-                   "members": {m: {"phase": "not started", "generation": None, "partitions": []}
-                               for m in self.members}, "pending_join": [], "awaiting_sync": []}
-        self.replay = Replay("coordinator", window, initial)
+        self.replay = Replay(design, window, self.initial_state())
         self.replay.counter("coordination", "coordination requests")
         self.replay.counter("heartbeats", "heartbeats")
-        self.replay.counter("notifications", "rebalance notifications")
+        self.add_counters()
         self.responses = _pair(records)
         self.next_generation = _next_generations(records)
+        # member -> the generation its latest JoinGroup answer put it in (librdkafka's records carry none)
+        self.joined: dict[str, int | None] = {}
+
+    def initial_state(self) -> dict[str, Any]:
+        return {"group": {"state": EMPTY, "generation": None},
+                "members": {m: {"phase": "not started", "generation": None, "partitions": []}
+                            for m in self.members}, "pending_join": [], "awaiting_sync": []}
+
+    def add_counters(self) -> None:
+        self.replay.counter("notifications", "rebalance notifications")
 
     def build(self) -> tuple[dict[str, Any], list[Step]]:
         for r in self.records:
-            if r["type"] == "wire" and r.get("proto") == "kafka" and r.get("api_name") in GROUP_APIS:
+            if r["type"] == "wire" and r.get("proto") == "kafka" and r.get("api_name") in self.SHOWN_APIS:
                 self._wire(r)
             elif r["type"] == "generation":
                 self._generation(r)
@@ -92,7 +105,7 @@ class CoordinatorSteps:
 
     def _step(self, r: dict[str, Any], kind: str, title: str, explain: str, target: Any, kafka: str,
               mutation=None, **extra: Any) -> None:
-        self.replay.add(r["ts"], Step("coordinator", 0.0, kind, title, explain, code_ref(target), kafka, **extra),
+        self.replay.add(r["ts"], Step(self.design, 0.0, kind, title, explain, code_ref(target), kafka, **extra),
                         mutation)
 
     def _membership(self, r: dict[str, Any]) -> None:
@@ -114,11 +127,12 @@ class CoordinatorSteps:
         api, member = r["api_name"], r.get("client_id") or r.get("link")
         key = (r.get("link"), r.get("conn"), r.get("correlation_id"))
         if r["kind"] == "request":
-            if api in COORDINATION_APIS:
-                self.replay.count("coordination", r["ts"])
-            elif api == "Heartbeat":
+            epoch, owned = r.get("member_epoch"), r.get("owned")
+            if is_heartbeat(api, epoch, owned):
                 self.replay.count("heartbeats", r["ts"])
-            if api in COORDINATION_APIS:  # the others are shown with their answer
+            elif is_coordination_request(api, epoch, owned):
+                self.replay.count("coordination", r["ts"])
+                # the others are shown with their answer
                 self._request(r, api, member, self.responses.get(key))
         elif r["kind"] == "response":
             self._response(r, api, member)
@@ -163,9 +177,10 @@ class CoordinatorSteps:
             title = f"{member} → JoinGroup without id; ← MEMBER_ID_REQUIRED"
             explain = "KIP-394: a new member first gets its id, then joins with it (no rebalance yet)"
         elif api == "JoinGroup" and error == 0:
-            generation = self.next_generation.get((member, r["ts"]))
-            title = f"JoinGroup ← generation {generation} to {member}{held}"
-            explain = "the join is complete: a new generation, and each member is told who leads"
+            generation = self.formed_generation(r, member)
+            self.joined[member] = generation
+            title = f"JoinGroup ← {self.generation_name(generation)} to {member}{held}"
+            explain = self.join_explain(generation)
             apply = self._join_complete(member, generation)
         elif api == "SyncGroup" and error == 0:
             title = f"SyncGroup ← assignment to {member}{held}"
@@ -175,6 +190,19 @@ class CoordinatorSteps:
         self._step(r, f"{api}-response", title, explain, target, kafka, apply, member=member,
                    arrow={"src": "coordinator", "dst": member, "label": f"{api}: {name}",
                           "tone": "conflict" if error not in (0, None, REBALANCE_IN_PROGRESS) else tone})
+
+    def formed_generation(self, r: dict[str, Any], member: str) -> int | None:
+        """The generation a JoinGroup answer forms: its GenerationId on the wire, else the member's next record's."""
+        wire = r.get("epoch_after")
+        if isinstance(wire, int) and wire >= 0:
+            return wire
+        return self.next_generation.get((member, r["ts"]))
+
+    def generation_name(self, generation: int | None) -> str:
+        return f"generation {generation}"
+
+    def join_explain(self, generation: int | None) -> str:
+        return "the join is complete: a new generation, and each member is told who leads"
 
     def _join_complete(self, member: str, generation: int | None):
         def apply(state: dict[str, Any]) -> None:
@@ -198,14 +226,32 @@ class CoordinatorSteps:
         return apply
 
     def _generation(self, r: dict[str, Any]) -> None:
-        member, kind, g, parts = r["member"], r["kind"], r["generation"], list(r.get("partitions", ()))
+        member, kind, parts = r["member"], r["kind"], list(r.get("partitions", ()))
+        g = r["generation"] if r.get("generation") is not None else self.joined.get(member)
+        # an incremental member (cooperative, consumer protocol) keeps `remaining`; an eager one keeps nothing
+        kept = list(r.get("remaining") or ())
 
         def apply(state: dict[str, Any]) -> None:
             view = state["members"].setdefault(member, {"generation": None, "partitions": []})
-            view["partitions"] = parts if kind == "assigned" else []
+            view["partitions"] = parts if kind == "assigned" else kept
             if kind == "assigned":
                 view["generation"] = g
+                # a killed member writes nothing more: its partitions are its until someone else is given them
+                for other in state["members"].values():
+                    if other is not view and other.get("phase") == "killed":
+                        other["partitions"] = [p for p in other["partitions"] if p not in parts]
 
+        shown = self.generation_step(r, g, parts, kept)
+        if shown is None:
+            self.replay.add(r["ts"], None, apply)
+            return
+        title, target, explain, kafka = shown
+        self._step(r, f"generation-{kind}", title, explain, target, kafka, apply, member=member, detail=parts)
+
+    def generation_step(self, r: dict[str, Any], g: int | None, parts: list[str],
+                        kept: list[str]) -> tuple[str, Any, str, str] | None:
+        """(title, code, explanation, Kafka source) of a member's `generation` record, or None: state only."""
+        member, kind = r["member"], r["kind"]
         if kind == "assigned":
             title, target, explain = (f"{member} owns {len(parts)} partitions in generation {g}",
                                       CoordinatorMember._assigned, "on_partitions_assigned: it fetches from the "
@@ -214,9 +260,8 @@ class CoordinatorSteps:
             title, target, explain = (f"{member} {'revokes' if kind == 'revoked' else 'lost'} {len(parts)} "
                                       f"partitions of generation {g}", CoordinatorMember._revoked,
                                       "eager protocol: every member gives up everything before rejoining")
-        self._step(r, f"generation-{kind}", title, explain, target, "ConsumerCoordinator.onJoinComplete"
-                   if kind == "assigned" else "ConsumerCoordinator.onJoinPrepare", apply, member=member,
-                   detail=parts)
+        return title, target, explain, ("ConsumerCoordinator.onJoinComplete" if kind == "assigned"
+                                        else "ConsumerCoordinator.onJoinPrepare")
 
 
 def _to_preparing(state: dict[str, Any]) -> None:
@@ -252,7 +297,6 @@ def _next_generations(records: list[dict[str, Any]]) -> dict[tuple[str, float], 
             for ts in waiting.pop(r["member"], []):
                 found[(r["member"], ts)] = r["generation"]
     return found
-
 
 
 def build_coordinator(records: list[dict[str, Any]], window: Window) -> tuple[dict[str, Any], list[Step]]:

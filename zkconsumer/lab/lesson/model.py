@@ -116,7 +116,7 @@ def find_runs(path: Path, case: str | None = None) -> RunPair:
         by_case.setdefault(run_dir.parent, {})[manifest["design"]] = run_dir
     if not by_case:
         raise LessonError(f"{path}: no lab run directory (manifest.json) found" + (f" for case {case}" if case else ""))
-    # the first case (sorted) with the most designs: all three when the original ran, else both of ours
+    # the first case (sorted) with the most designs (up to all five generations of designs.py)
     case_dir = max(by_case, key=lambda c: len(set(by_case[c]) & set(DESIGNS)))
     runs = by_case[case_dir]
     return RunPair(case_dir, runs, {d: RunDirectory.load(p) for d, p in runs.items()})
@@ -142,6 +142,11 @@ def znode(path: str | None) -> str:
         if at >= 0:
             return path[at:]
     return path
+
+
+def n_partitions(n: int) -> str:
+    """`1 partition`, `3 partitions`: step titles count partitions."""
+    return f"{n} partition" + ("" if n == 1 else "s")
 
 
 def partition_key(p: str) -> tuple[str, int]:

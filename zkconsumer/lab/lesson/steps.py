@@ -1,4 +1,4 @@
-"""Build a lesson from one lab case: every design's steps (two or three, designs.py), merged on one timeline.
+"""Build a lesson from one lab case: every design's steps (up to five, designs.py), merged on one timeline.
 
     lesson = build_lesson(Path("results/lesson"))     # a `lab run --out` directory, a case or a run directory
     lesson.designs["zk"].steps[3].title, lesson.designs["coordinator"].steps[-1].state["group"]
@@ -13,14 +13,18 @@ from pathlib import Path
 
 from zkconsumer.event_log import LineErrors
 from zkconsumer.lab.designs import DESIGNS
+from zkconsumer.lab.lesson.coop_steps import build_cooperative
 from zkconsumer.lab.lesson.coord_steps import build_coordinator
+from zkconsumer.lab.lesson.kip848_steps import build_consumer_protocol
 from zkconsumer.lab.lesson.model import DesignReplay, Lesson, LessonError, find_runs
 from zkconsumer.lab.lesson.original_steps import build_original
 from zkconsumer.lab.lesson.replay import change_window, load_records
 from zkconsumer.lab.lesson.zk_steps import build_zk
 
-BUILDERS = {"zk": build_zk, "original": build_original, "coordinator": build_coordinator}
-DESIGN_ORDER = DESIGNS  # the page's columns, left to right: ours, the original, the coordinator
+BUILDERS = {"zk": build_zk, "original": build_original, "coordinator": build_coordinator,
+            "cooperative": build_cooperative, "consumer": build_consumer_protocol}
+# the page's columns, left to right, in generation order: ours, the original, eager, cooperative, consumer protocol
+DESIGN_ORDER = DESIGNS
 
 
 def build_design(run_dir: Path, design: str, step: int | None = None) -> DesignReplay:

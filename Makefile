@@ -24,13 +24,14 @@ jvm: java $(STAMP)
 demo: jvm
 	$(VENV)/bin/zkconsumer demo
 
-# The guided lab's page (docs/LESSON.md, docs/lesson.md): the short lesson scenario on both designs (the lab run
-# starts and stops its own ZooKeeper and broker), then one page replaying its membership change step by step.
+# The guided lab's page (docs/LESSON.md, docs/lesson.md): the short lesson scenario on every design this machine
+# runs, four generations (the lab run starts and stops its own ZooKeeper and brokers), then one page replaying its
+# membership change step by step in each.
 LESSON_OUT ?= .zkconsumer/lesson
 
 lesson: jvm
 	rm -rf $(LESSON_OUT)
-	$(VENV)/bin/zkconsumer lab run lesson --design both --out $(LESSON_OUT)
+	$(VENV)/bin/zkconsumer lab run lesson --design all --out $(LESSON_OUT)
 	$(VENV)/bin/zkconsumer lab lesson $(LESSON_OUT) --out $(LESSON_OUT)/lesson.html
 
 lint: $(STAMP)

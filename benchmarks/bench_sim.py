@@ -1,4 +1,5 @@
-"""The scale simulation's sweep up to N = 10,000 on local[2]: both designs, every churn kind, one Spark task each.
+"""The scale simulation's sweep up to N = 10,000 on local[2]: the four curves (ZooKeeper, eager, cooperative, consumer
+protocol), every churn kind, one Spark task each.
 
     .venv/bin/python benchmarks/bench_sim.py [--members 16,100,1000,10000] [--churn join,leave,crash]
                                              [--partitions 72] [--scale 1.0] [--seed 101] [--cores 2]
@@ -69,13 +70,18 @@ def main() -> int:
         spark.stop()
 
     print(f"{'churn':6} {'N':>6} {'P':>5} | {'zk req':>11} {'zk notif':>8} {'zk stable s':>11} {'confl':>5} "
-          f"{'failed':>6} | {'coord req':>9} {'coord stable s':>14} | {'task s':>7} {'peak MB':>8}")
+          f"{'failed':>6} | {'coord req':>9} {'coord stable s':>14} | {'coop req':>8} {'coop s':>6} | "
+          f"{'cgp req':>7} {'cgp s':>6} | {'task s':>7} {'peak MB':>8}")
     for r in rows:
         print(f"{r.churn:6} {r.members:>6} {r.partitions:>5} | {r.zk_requests:>11} {r.zk_notifications:>8} "
               f"{_fmt(r.zk_time_to_stable_s):>11} {r.zk_conflicts:>5} {r.zk_failed_attempts:>6} | "
               f"{r.coord_coordination:>9} {_fmt(r.coord_time_to_stable_s):>14} | "
-              f"{r.zk_wall_s + r.coord_wall_s:>7.1f} {r.peak_rss_mb:>8.0f}")
-    unsettled = [(r.churn, r.members) for r in rows if not (r.zk_settled and r.coord_settled)]
+              f"{r.cooperative_coordination:>8} {_fmt(r.cooperative_time_to_stable_s):>6} | "
+              f"{r.consumer_coordination:>7} {_fmt(r.consumer_time_to_stable_s):>6} | "
+              f"{r.zk_wall_s + r.coord_wall_s + r.cooperative_wall_s + r.consumer_wall_s:>7.1f} "
+              f"{r.peak_rss_mb:>8.0f}")
+    unsettled = [(r.churn, r.members) for r in rows
+                 if not (r.zk_settled and r.coord_settled and r.cooperative_settled and r.consumer_settled)]
     driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nsweep: {len(rows)} combinations in {elapsed:.1f} s on {master} "
           f"(Spark session start {started:.1f} s apart)")

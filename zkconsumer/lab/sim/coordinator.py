@@ -21,7 +21,14 @@ own; the lab measures the same broker, Apache Kafka 3.9 in ZooKeeper mode):
   `group.initial.rebalance.delay.ms`.
 
 Counted per change: every request of these APIs sent from the change until the group is stable again, except
-heartbeats answered NONE (periodic, they grow with time, not with changes; the lab counts them apart too).
+heartbeats answered NONE (periodic, they grow with time, not with changes; the lab counts them apart too), which
+are in `heartbeats` with every other liveness heartbeat of the window (protocol_rules.is_heartbeat).
+
+Also per change, from the members' ownership (what each holds between its revoke and its assignment): partitions
+moved (owner at the change against owner once stable), partitions revoked from a member that got them back
+(`revoked_kept`: the stop-the-world of an eager protocol), and unowned partition-seconds (the time each partition
+had no owner, summed). The same model with cooperative-sticky's steps is cooperative.py; the consumer group protocol
+is consumer_protocol.py; both return this module's `CoordinatorPrediction`.
 """
 
 from __future__ import annotations
@@ -29,15 +36,17 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, canonical
 from zkconsumer.lab.naming import member_name, name_width
-from zkconsumer.lab.protocol_rules import COORDINATION_APIS
+from zkconsumer.lab.protocol_rules import is_coordination_request, is_heartbeat
+from zkconsumer.lab.sim.holdings import Holdings, split
 from zkconsumer.lab.sim.latency import LatencyModel, MemberSampler, default_tables
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler
 
@@ -71,19 +80,47 @@ class CoordinatorSimConfig:
             raise ValueError(f"a {self.churn} needs a group with members, got {self.members}")
 
 
+def design_name(name: str) -> str:
+    """A broker-side design's name as designs.py spells it, checked when a model is imported (a rename there
+    fails here at once, not as an empty sweep column)."""
+    design = canonical(name)
+    if design not in BROKER_SIDE_DESIGNS:
+        raise ImportError(f"{name!r} is not a broker-side design of zkconsumer.lab.designs: {BROKER_SIDE_DESIGNS}")
+    return design
+
+
+EAGER = design_name("eager")
+
+
 @dataclass
 class CoordinatorPrediction:
+    """One membership change of a broker-side design (eager: this module; cooperative.py; consumer_protocol.py)."""
+
     members: int
     partitions: int
     churn: str
     seed: int
     requests_by_api: dict[str, int]
-    coordination: int  # JoinGroup + SyncGroup + LeaveGroup: the lab's "kafka coord/chg"
+    # Requests that change the group or acknowledge a change (protocol_rules.is_coordination_request): JoinGroup +
+    # SyncGroup + LeaveGroup on the classic protocol, the lab's "kafka coord/chg"; on the consumer protocol the
+    # ConsumerGroupHeartbeats that join, leave or report owned partitions.
+    coordination: int
     settled: bool
     time_to_stable_s: float | None
-    generations: int
-    partitions_moved: int  # partitions whose owner changed (range, as the leader computed it)
+    generations: int  # rounds: generations (classic protocol) or group epochs (consumer protocol) formed
+    partitions_moved: int  # partitions whose owner at the change differs from their owner once stable
     wall_s: float
+    design: str = EAGER
+    heartbeats: int = 0  # liveness heartbeats sent from the change until stable (protocol_rules.is_heartbeat)
+    noticing_s: float | None = None  # change -> the last incumbent hearing of it (docs/simulation.md)
+    rebalancing_s: float | None = None  # the rest of the time to stable
+    revoked: bool = False  # an incumbent revoked something (cooperative-sticky's second generation follows)
+    revoked_kept: int = 0  # partitions revoked from a member that owned them again once stable
+    unowned_partition_s: float = 0.0  # seconds each partition had no owner, summed over the partitions
+    epoch_zero: int = 0  # ConsumerGroupHeartbeats with member epoch 0 (joins of the consumer protocol)
+    # SyncGroups answered REBALANCE_IN_PROGRESS: a cooperative member that revoked rejoined before this SyncGroup
+    # reached the coordinator, so its sender missed its assignment and the protocol needs one more generation.
+    late_syncs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +138,10 @@ class _Member:
 
 
 class _Model:
+    """The classic protocol's coordinator and its members; the eager assignor's client steps (kafka-python)."""
+
+    design = EAGER
+
     def __init__(self, config: CoordinatorSimConfig) -> None:
         self.config = config
         self.sched = Scheduler()
@@ -118,15 +159,24 @@ class _Model:
         self.initial_delay = False  # an Empty group's first join waits out group.initial.rebalance.delay.ms
         self.synced = 0  # members that got this generation's assignment
         self.assignment: dict[int, str] = {}  # partition -> member name, of the last stored generation
-        self.moved = 0  # partitions whose owner changed in the generations of the change
+        self.by_member: dict[str, set[int]] = {}  # the stored assignment, member name -> partitions
         self.ids = itertools.count()
+        self.holdings = Holdings()  # what members hold (client side)
+        self.incumbents: set[str] = set()
+        self.noticed: dict[str, int] = {}
+        self.coordination = 0
+        self.heartbeats = 0
+        self.late_syncs = 0
 
     # --- the wire ------------------------------------------------------------------------------------
 
     def send(self, member: _Member, api: str, at_coordinator: Callable[[int], None], *, counted: bool = True) -> None:
         """A request: counted when sent, handled at `now + up`; the handler gets the reply's `down`."""
-        if self.counting and counted:
-            self.counts[api] += 1
+        if self.counting:
+            if counted:
+                self.counts[api] += 1
+                self.coordination += is_coordination_request(api, None, None)
+            self.heartbeats += is_heartbeat(api, None, None)
         up, down = member.sampler.split(api)
         self.sched.call_after(up, lambda: at_coordinator(down))
 
@@ -167,13 +217,45 @@ class _Model:
             self.reply(down, lambda: self.rejoin(member))
 
     def rejoin(self, member: _Member) -> None:
+        self.notice(member)
         if not member.alive or not member.stable:
             return
         member.stable = False
+        self.prepare_join(member, lambda: self.join(member))
+
+    def prepare_join(self, member: _Member, then: Callable[[], None]) -> None:
+        """Before a rejoin: kafka-python's `_on_join_prepare` commits (auto-commit), then revokes everything."""
+        self.give_up(member, None, then)
+
+    def give_up(self, member: _Member, partitions: set[int] | None, then: Callable[[], None]) -> None:
+        """Commit (auto-commit members do, before revoking), revoke `partitions` (None: all the member owns
+        then), go on with `then`."""
+        def revoke() -> None:
+            self.revoke(member, self.holdings.owned[member.name] if partitions is None else partitions)
+            then()
+
         if self.config.commit_on_revoke:
-            self.send(member, "OffsetCommit", lambda down: self.reply(down, lambda: self.join(member)))
+            self.send(member, "OffsetCommit", lambda down: self.reply(down, revoke))
         else:
-            self.join(member)
+            revoke()
+
+    def notice(self, member: _Member) -> None:
+        """An incumbent heard of the change (the lab's noticing.py: its first REBALANCE_IN_PROGRESS answer or
+        JoinGroup after the change, whichever comes first)."""
+        if self.counting and member.name in self.incumbents:
+            self.noticed.setdefault(member.name, self.sched.now)
+
+    # --- what members hold ---------------------------------------------------------------------------
+
+    def revoke(self, member: _Member, partitions: Iterable[int], *, lost: bool = False) -> None:
+        self.holdings.revoke(member.name, partitions, self.sched.now, lost=lost)
+
+    def take(self, member: _Member, partitions: Iterable[int]) -> None:
+        self.holdings.take(member.name, partitions, self.sched.now)
+
+    def assigned(self, member: _Member) -> None:
+        """A SyncGroup answer: the eager member takes its whole new assignment (it revoked everything before)."""
+        self.take(member, self.by_member.get(member.name, ()))
 
     def find_coordinator(self, member: _Member) -> None:
         """A new member: FindCoordinator, then its first JoinGroup (without a member id)."""
@@ -183,19 +265,15 @@ class _Model:
         """`KafkaConsumer.close()`: no more heartbeats; commit, then LeaveGroup."""
         member.stable = False
 
-        def leave_group() -> None:
-            self.send(member, "LeaveGroup", lambda _down: self.on_leave(member))
-
-        if self.config.commit_on_revoke:
-            self.send(member, "OffsetCommit", lambda down: self.reply(down, leave_group))
-        else:
-            leave_group()
+        self.give_up(member, None, lambda: self.send(member, "LeaveGroup", lambda _down: self.on_leave(member)))
 
     def crash(self, member: _Member) -> None:
         """kill -9: nothing more is sent; the coordinator notices when the session times out."""
         member.alive = False
+        self.revoke(member, self.holdings.owned[member.name], lost=True)
 
     def join(self, member: _Member) -> None:
+        self.notice(member)
         if member.alive:
             self.send(member, "JoinGroup", lambda down: self.on_join(member, down))
 
@@ -210,6 +288,7 @@ class _Model:
         member.stable_at = self.sched.now
         self.synced += member.member_id in self.members
         self.schedule_heartbeat(member, self.sched.now + self.config.heartbeat_interval_ms * MS)
+        self.assigned(member)
 
     # --- the coordinator (GroupCoordinator) ----------------------------------------------------------
 
@@ -275,18 +354,35 @@ class _Model:
         if self.state == STABLE:
             self.reply(down, lambda: self.on_sync_response(member))
             return
+        if self.state == PREPARING:
+            # REBALANCE_IN_PROGRESS: a newer generation began before this SyncGroup arrived (a cooperative member
+            # that revoked rejoined at once); the client rejoins at once (Kafka's `GroupCoordinator.doSyncGroup`).
+            self.late_syncs += self.counting
+            self.reply(down, lambda: self.prepare_join(member, lambda: self.join(member)))
+            return
         if self.state != COMPLETING:
-            return  # REBALANCE_IN_PROGRESS: the member rejoins at its next heartbeat
+            return
         self.held_syncs[member.member_id] = down
         if member is self.leader:  # the leader's assignment is stored; everybody gets theirs
-            assignment = self.assign_range()
-            self.moved += sum(owner != self.assignment.get(p) for p, owner in assignment.items())
-            self.assignment = assignment
+            self.store(self.assign())
             self.state = STABLE
             held, self.held_syncs = self.held_syncs, {}
             for member_id, held_down in held.items():
                 waiting = self.members[member_id]
                 self.reply(held_down, lambda m=waiting: self.on_sync_response(m))
+
+    def store(self, assignment: dict[int, str]) -> None:
+        self.assignment = assignment
+        self.by_member = defaultdict(set)
+        for p, name in assignment.items():
+            self.by_member[name].add(p)
+
+    def assign(self) -> dict[int, str]:
+        """The leader's assignment, partition -> member name: eager kafka-python members use range."""
+        return self.assign_range()
+
+    def initial_assignment(self) -> dict[int, str]:
+        return self.assign_range()
 
     def assign_range(self) -> dict[int, str]:
         """What the leader computes (the range assignor, over the members sorted by id as Kafka's client sorts
@@ -308,8 +404,7 @@ class _Model:
         if self.leader is member:
             self.leader = next(iter(self.members.values()), None)
         if not self.members:  # nobody owns anything any more
-            self.moved += len(self.assignment)
-            self.assignment = {}
+            self.store({})
             self.state = EMPTY
         elif self.state in (STABLE, COMPLETING):
             self.prepare_rebalance()
@@ -326,8 +421,14 @@ class _Model:
 
 
 def simulate_coordinator(config: CoordinatorSimConfig) -> CoordinatorPrediction:
+    """One change of a group of eager kafka-python members (the lab's "coordinator" design)."""
+    return run_classic(_Model(config))
+
+
+def run_classic(model: _Model) -> CoordinatorPrediction:
+    """The settled group of `model.config.members`, one change, its counts: any classic-protocol model."""
+    config = model.config
     began = time.perf_counter()
-    model = _Model(config)
     sched = model.sched
     interval = config.heartbeat_interval_ms * MS
     width = name_width(config.members)  # the joiner's index is config.members (naming.py)
@@ -341,17 +442,22 @@ def simulate_coordinator(config: CoordinatorSimConfig) -> CoordinatorPrediction:
         model.heard_from(member)
     model.leader = next(iter(model.members.values()), None)
     model.state, model.generation = (STABLE, 1) if config.members else (EMPTY, 0)
-    model.assignment = model.assign_range()
+    model.store(model.initial_assignment())
+    model.holdings.settle(model.by_member)
     change_at = config.settle_gap_ms * MS
     sched.run(until=change_at)
     model.counting = True
+    model.holdings.start()
     generation = model.generation
+    members = list(model.members.values())
     if config.churn == "join":
+        model.incumbents = {m.name for m in members}
         name = member_name(config.members, width)
         joiner = _Member(name, config.latency.sampler(config.seed, name))
         sched.call_at(change_at, lambda: model.find_coordinator(joiner))
     else:
-        gone = list(model.members.values())[-1]
+        gone = members[-1]
+        model.incumbents = {m.name for m in members[:-1]}
         sched.call_at(change_at, lambda: model.leave(gone) if config.churn == "leave" else model.crash(gone))
     horizon = change_at + (config.session_timeout_ms + config.rebalance_timeout_ms) * MS * 4
 
@@ -366,10 +472,14 @@ def simulate_coordinator(config: CoordinatorSimConfig) -> CoordinatorPrediction:
     settled = done()
     live = [m for m in model.members.values() if m.alive]
     finished = max((m.stable_at for m in live), default=sched.now)
-    counts = dict(sorted(model.counts.items()))
+    outcome = model.holdings.outcome((m.name for m in live), finished)
+    times = split(change_at, finished if settled else None, model.noticed.values())
     return CoordinatorPrediction(
         members=config.members, partitions=config.partitions, churn=config.churn, seed=config.seed,
-        requests_by_api=counts, coordination=sum(counts.get(api, 0) for api in COORDINATION_APIS),
+        requests_by_api=dict(sorted(model.counts.items())), coordination=model.coordination,
         settled=settled, time_to_stable_s=(finished - change_at) / S if settled else None,
-        generations=model.generation - generation, partitions_moved=model.moved,
-        wall_s=round(time.perf_counter() - began, 3))
+        generations=model.generation - generation, partitions_moved=outcome.partitions_moved,
+        wall_s=round(time.perf_counter() - began, 3), design=model.design, heartbeats=model.heartbeats,
+        noticing_s=times.noticing_s, rebalancing_s=times.rebalancing_s,
+        revoked=bool(outcome.revoked_members & model.incumbents), revoked_kept=outcome.revoked_kept,
+        unowned_partition_s=outcome.unowned_partition_s, late_syncs=model.late_syncs)

@@ -2,8 +2,10 @@
 
     df = sweep({"members": [16, 1000, 10000], "churn": ["join", "leave", "crash"]}, spark)
 
-Each combination (N, partitions, latency scale, churn kind, seed, capacity profile) runs `simulate_zk` and
-`simulate_coordinator` in one task (its own Python worker process), largest groups first so two slots stay busy.
+Each combination (N, partitions, latency scale, churn kind, seed, capacity profile) runs `simulate_zk` and the
+three broker-side models (`simulate_coordinator`: eager; `simulate_cooperative`; `simulate_consumer_protocol`: the
+four curves of docs/simulation.md) in one task (its own Python worker process), largest groups first so two slots
+stay busy.
 A row holds the predictions per membership change: requests by operation / API, notifications, time to stable,
 conflicts, failed attempts, the busiest server's, host's and proxy's service time, and the task's wall time and
 peak memory (`ru_maxrss` of the worker: exact per task when workers are not reused, as
@@ -22,7 +24,14 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.sim.capacity import profile
-from zkconsumer.lab.sim.coordinator import CoordinatorSimConfig, kafka_latency, simulate_coordinator
+from zkconsumer.lab.sim.consumer_protocol import CONSUMER, simulate_consumer_protocol
+from zkconsumer.lab.sim.cooperative import COOPERATIVE, simulate_cooperative
+from zkconsumer.lab.sim.coordinator import (
+    CoordinatorPrediction,
+    CoordinatorSimConfig,
+    kafka_latency,
+    simulate_coordinator,
+)
 from zkconsumer.lab.sim.latency import WIRE_OP, LatencyModel
 from zkconsumer.lab.sim.zk_sim import ZkSimConfig, simulate_zk
 
@@ -30,6 +39,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 KAFKA_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit")
+# The newer designs' columns: `<design>_<measure>`, design names from designs.py; each model's per-API counts.
+NEWER_MODELS = {COOPERATIVE: simulate_cooperative, CONSUMER: simulate_consumer_protocol}
+NEWER_APIS = {COOPERATIVE: KAFKA_APIS, CONSUMER: ("FindCoordinator", "ConsumerGroupHeartbeat", "OffsetCommit")}
+# Per change, every broker-side design (the eager one's as coord_<measure>): CoordinatorPrediction's fields.
+BROKER_MEASURES: tuple[tuple[str, str], ...] = (
+    ("heartbeats", "long"), ("noticing_s", "double"), ("rebalancing_s", "double"), ("revoked_kept", "int"),
+    ("unowned_partition_s", "double"))
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,13 @@ ROW_FIELDS: tuple[tuple[str, str], ...] = (
     ("zk_wall_s", "double"), ("coord_wall_s", "double"), ("peak_rss_mb", "double"),
     ("capacity", "string"), ("zk_server_busy_s", "double"), ("zk_host_busy_s", "double"),
     ("zk_proxy_busy_s", "double"),
+    *((f"coord_{name}", kind) for name, kind in BROKER_MEASURES),
+    *(column for design, apis in NEWER_APIS.items() for column in (
+        (f"{design}_requests", "long"), (f"{design}_coordination", "long"),
+        *((f"{design}_{_column(api)}", "long") for api in apis),
+        (f"{design}_time_to_stable_s", "double"), (f"{design}_settled", "boolean"), (f"{design}_rounds", "int"),
+        (f"{design}_partitions_moved", "int"), *((f"{design}_{name}", kind) for name, kind in BROKER_MEASURES),
+        (f"{design}_wall_s", "double"))),
 )
 
 
@@ -96,10 +119,12 @@ def predict(point: SweepPoint) -> dict[str, Any]:
     latency = LatencyModel(scale=point.latency_scale) if capacity is None else capacity.wire(point.latency_scale)
     zk = simulate_zk(ZkSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
                                  seed=point.seed, latency=latency, shortcut=point.shortcut, capacity=capacity))
+    broker = CoordinatorSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
+                                  seed=point.seed, latency=kafka_latency(scale=point.latency_scale))
     began = time.perf_counter()
-    co = simulate_coordinator(CoordinatorSimConfig(members=point.members, partitions=point.partitions,
-                                                   churn=point.churn, seed=point.seed,
-                                                   latency=kafka_latency(scale=point.latency_scale)))
+    co = simulate_coordinator(broker)
+    coord_wall_s = round(time.perf_counter() - began, 3)
+    newer = {design: model(broker) for design, model in NEWER_MODELS.items()}
     row: dict[str, Any] = {**asdict(point), "zk_requests": zk.requests, "zk_notifications": zk.notifications,
                            "zk_accounted_requests": zk.accounted_requests, "zk_time_to_stable_s": zk.time_to_stable_s,
                            "zk_settled": zk.settled, "zk_rebalances": zk.rebalances, "zk_attempts": zk.attempts,
@@ -114,11 +139,23 @@ def predict(point: SweepPoint) -> dict[str, Any]:
     row.update(coord_requests=sum(co.requests_by_api.values()), coord_coordination=co.coordination,
                coord_time_to_stable_s=co.time_to_stable_s, coord_settled=co.settled,
                coord_generations=co.generations, coord_partitions_moved=co.partitions_moved,
-               coord_wall_s=round(time.perf_counter() - began, 3),
+               coord_wall_s=coord_wall_s,
                peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
     for api in KAFKA_APIS:
         row[f"coord_{_column(api)}"] = co.requests_by_api.get(api, 0)
+    row.update(_measures("coord", co))
+    for design, p in newer.items():
+        row.update({f"{design}_requests": sum(p.requests_by_api.values()), f"{design}_coordination": p.coordination,
+                    f"{design}_time_to_stable_s": p.time_to_stable_s, f"{design}_settled": p.settled,
+                    f"{design}_rounds": p.generations, f"{design}_partitions_moved": p.partitions_moved,
+                    f"{design}_wall_s": p.wall_s, **_measures(design, p)})
+        for api in NEWER_APIS[design]:
+            row[f"{design}_{_column(api)}"] = p.requests_by_api.get(api, 0)
     return {name: row[name] for name, _ in ROW_FIELDS}
+
+
+def _measures(prefix: str, p: CoordinatorPrediction) -> dict[str, Any]:
+    return {f"{prefix}_{name}": getattr(p, name) for name, _ in BROKER_MEASURES}
 
 
 def schema() -> Any:

@@ -116,6 +116,8 @@ def test_only_wire_records_of_a_notice_count():
     assert notice_member(kafka(0, "m2", "request", "JoinGroup")) == "m2"
     assert notice_member(kafka(0, "m2", "response", "JoinGroup")) is None
     assert notice_member(kafka(0, "m2", "request", "Heartbeat")) is None
+    assert notice_member({**kafka(0, "m2", "response", "ConsumerGroupHeartbeat"), "assigned": 0}) == "m2"
+    assert notice_member({**kafka(0, "m2", "response", "ConsumerGroupHeartbeat"), "assigned": None}) is None
     assert notice_member({"type": "member_event", "member": "m2", "kind": "rebalance_begin"}) is None
 
 
@@ -136,15 +138,18 @@ def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
         change(4.0, "leave", "m3"),
         kafka(4.5, "m0", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),
         kafka(4.6, "m3", "response", "Heartbeat", "REBALANCE_IN_PROGRESS"),
+        # the consumer protocol's notice: a heartbeat answer carrying a new assignment (one without is none)
+        {**kafka(4.55, "m2", "response", "ConsumerGroupHeartbeat"), "assigned": 2},
+        {**kafka(4.65, "m1", "response", "ConsumerGroupHeartbeat"), "assigned": None},
         stable(5.0, 2, 0.7),
         phase(6.0, "done"),
     ]
     summary = summarize(write_run(tmp_path / "coordinator", "coordinator", made))
     columns = "run_id string, type string, ts double, proto string, kind string, link string, client_id string, " \
-              "api_name string, error_name string"
+              "api_name string, error_name string, assigned int"
     records = spark.createDataFrame(
         [("r", r["type"], r["ts"], r.get("proto"), r.get("kind"), r.get("link"), r.get("link"), r.get("api_name"),
-          r.get("error_name")) for r in made], columns)
+          r.get("error_name"), r.get("assigned")) for r in made], columns)
     changes = spark.createDataFrame(
         [("r", 1, T0 + 1.0, "m3", 1.2), ("r", 2, T0 + 4.0, "m3", 0.7), ("r", 3, T0 + 5.5, "m4", None)],
         "run_id string, change_index int, change_ts double, change_members string, stable_s double")
@@ -154,7 +159,8 @@ def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
     assert sorted(rows) == [1, 2]  # a change that never became stable has nothing to split
     assert [rows[i]["noticing_s"] for i in (1, 2)] == [pytest.approx(n) for n in summary.noticing_s]
     assert [rows[i]["rebalancing_s"] for i in (1, 2)] == [pytest.approx(r) for r in summary.rebalancing_s]
-    assert [rows[i]["noticed_by"] for i in (1, 2)] == [3, 1]
+    assert [rows[i]["noticed_by"] for i in (1, 2)] == [3, 2]  # change 2: m0, and m2 by its new assignment
+    assert summary.noticing_s[1] == pytest.approx(0.55)
     [run] = split_per_run(per_change, changes, bounds).collect()
     assert (run["noticing_s"], run["rebalancing_s"]) == (pytest.approx(0.95), pytest.approx(0.25))
     assert summary.stable_split == (pytest.approx(0.95), pytest.approx(0.25))

@@ -20,6 +20,7 @@ from test_lab_run import our_processes
 from zkconsumer.cli import main as cli_main
 from zkconsumer.errors import InputError
 from zkconsumer.lab.cli import select_designs
+from zkconsumer.lab.designs import missing_client
 from zkconsumer.lab.join_cost import original_accounted_requests, original_join_requests
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
@@ -130,15 +131,19 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
 
 def test_design_choices():
     assert select_designs(["zk", "coordinator"], "both") == ["zk", "coordinator"]
-    # all: every generation the scenario runs; the original wherever zk runs, the newer protocols wherever eager does
-    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator", "cooperative", "consumer"]
+    # all: every generation the scenario runs; the original wherever zk runs, the newer protocols wherever eager does,
+    # Kafka's Java consumer among them where a JDK is (its own test covers the machine without one)
+    java = ["consumer-java"] if missing_client("consumer-java") is None else []
+    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator", "cooperative", "consumer",
+                                                            *java]
     assert select_designs(["zk", "coordinator"], "original") == ["original"]
-    assert select_designs(["coordinator"], "all") == ["coordinator", "cooperative", "consumer"]
+    assert select_designs(["coordinator"], "all") == ["coordinator", "cooperative", "consumer", *java]
     assert select_designs(["zk"], "all") == ["zk", "original"]
     assert select_designs(["zk", "original"], "both") == ["zk"]
     assert select_designs(["zk", "coordinator"], "original,zk") == ["zk", "original"]  # the designs' own order
     assert select_designs(["zk", "coordinator"], "eager,consumer") == ["coordinator", "consumer"]  # eager: an alias
-    with pytest.raises(InputError, match="zookeeper is not one of zk, original, coordinator, cooperative, consumer"):
+    with pytest.raises(InputError, match="zookeeper is not one of zk, original, coordinator, cooperative, consumer, "
+                                         "consumer-java"):
         select_designs(["zk"], "zk,zookeeper")
 
 
@@ -151,7 +156,8 @@ def test_a_design_whose_client_is_missing_is_one_line_naming_the_fix(monkeypatch
     with pytest.raises(InputError, match=r"--design consumer: .*pip install confluent-kafka"):
         select_designs(["zk", "coordinator"], "consumer")
     # `all` is every design this machine can run: the librdkafka designs drop out, nothing fails
-    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator"]
+    java = ["consumer-java"] if missing_client("consumer-java") is None else []
+    assert select_designs(["zk", "coordinator"], "all") == ["zk", "original", "coordinator", *java]
 
 
 def test_a_missing_java_is_one_line_naming_the_fix(tmp_path, monkeypatch):

@@ -7,13 +7,21 @@ processes (default: kill -9 and SIGSTOP need them) or as threads. One driver run
     MemberKind.COOPERATIVE  design "cooperative": librdkafka consumers, the classic protocol with cooperative-sticky
                             (KIP-429) (`librdkafka_member`)
     MemberKind.CONSUMER     design "consumer": librdkafka consumers, the consumer group protocol (KIP-848)
+    MemberKind.CONSUMER_JAVA  design "consumer-java": Kafka's own Java consumer (kafka-clients 4.x), the consumer
+                            group protocol, each in a JVM a wrapper process starts (`java_member`); processes only
 
 Every member reaches the broker only through the Kafka counting proxy (`env.bootstrap`, which the broker's
 `MEMBERS` listener advertises) with its name as client id, so the proxy counts and delays it per member.
 Members report through their own trace files (`generation`, `assignment`, `consume` records, the same for every
 kind); the driver follows those files and decides stability from them alone, the same way for both process modes.
 An eager member's records carry the group's generation and each revoke takes everything; a librdkafka member's
-carry no generation (`generation: null`, `round` instead) and each revoke names what `remaining` the member keeps.
+carry no generation (`generation: null`, `round` instead) and each revoke names what `remaining` the member keeps;
+a Java member's carry its own member epoch, which differs between members by design.
+
+A Java member is two processes, its wrapper and the wrapper's JVM (in a session of its own). The wrapper is the
+member the driver starts, stops (SIGTERM: the JVM's graceful close) and waits for; kill -9, SIGSTOP and SIGCONT go to
+the JVM first, whose pid the wrapper writes to `java_member.jvm_pid_path`: a kill must end the consumer without the
+leave the JVM sends when its wrapper goes, and a pause must stop its heartbeats.
 """
 
 from __future__ import annotations
@@ -38,12 +46,15 @@ from zkconsumer.lab.driver import LabEnvironment, TraceTail
 from zkconsumer.lab.trace import TraceWriter
 
 if TYPE_CHECKING:
-    # Imported where used: it needs confluent-kafka, which the eager design does not.
+    # Imported where used: one needs confluent-kafka, the other a JDK, which the eager design does not.
+    from zkconsumer.lab.java_member import JavaMemberSettings
     from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
 
 log = logging.getLogger(__name__)
 PROCESS_MODES = ("processes", "threads")
 _KILL_WAIT_S = 10.0
+# The signals a Java member's JVM receives too, before its wrapper (module docstring).
+_JVM_SIGNALS = (signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT)
 
 
 class MemberKind(Enum):
@@ -52,6 +63,7 @@ class MemberKind(Enum):
     EAGER = "coordinator"
     COOPERATIVE = "cooperative"
     CONSUMER = "consumer"
+    CONSUMER_JAVA = "consumer-java"
 
     @classmethod
     def for_design(cls, design: str) -> MemberKind:
@@ -71,11 +83,14 @@ class MemberKind(Enum):
     @property
     def module(self) -> str:
         """The member's process entry point (`python -m MODULE SETTINGS_JSON`)."""
-        return "zkconsumer.lab.coordinator_member" if self is MemberKind.EAGER else "zkconsumer.lab.librdkafka_member"
+        return {MemberKind.EAGER: "zkconsumer.lab.coordinator_member",
+                MemberKind.CONSUMER_JAVA: "zkconsumer.lab.java_member"}.get(self, "zkconsumer.lab.librdkafka_member")
 
     @property
     def has_generations(self) -> bool:
-        """Whether members report the group's generation (kafka-python does; confluent-kafka exposes none)."""
+        """Whether members report one generation the whole group shares (kafka-python does; confluent-kafka
+        exposes none; a Java member's records carry the member epoch of its last listener call, and a member whose
+        partitions do not change moves to the new epoch without one, so a stable group's records need not agree)."""
         return self is MemberKind.EAGER
 
 
@@ -169,12 +184,14 @@ class _Launch:
     settings_json: str
     stop_bound_s: float  # a graceful stop's budget before the kill
     thread_member: Callable[[TraceWriter], LabMember]
+    jvm_pid_path: Path | None = None  # a Java member's: where its wrapper writes the JVM's pid
 
 
 class _ProcessMember:
     def __init__(self, launch: _Launch, log_path: Path) -> None:
         self.name = launch.name
         self.stop_bound_s = launch.stop_bound_s
+        self.jvm_pid_path = launch.jvm_pid_path
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in wait()
         # A session of its own: a Ctrl-C in the orchestrator's terminal is the driver's to handle. stdin is a
         # lifeline: if the driver dies, the member sees its end and leaves.
@@ -187,8 +204,26 @@ class _ProcessMember:
         return self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
-        if self.alive:
-            os.kill(self.proc.pid, sig)
+        if not self.alive:
+            return
+        jvm = self._jvm_pid() if sig in _JVM_SIGNALS else None
+        if jvm is not None:
+            try:
+                os.kill(jvm, sig)
+            except ProcessLookupError:
+                # Gone already (its close finished): the wrapper reaps it.
+                pass
+        os.kill(self.proc.pid, sig)
+
+    def _jvm_pid(self) -> int | None:
+        """A Java member's JVM, while its wrapper lives (the JVM is the wrapper's child until then, so its pid is
+        not another process's); None before the wrapper has started it, or for other members."""
+        if self.jvm_pid_path is None:
+            return None
+        try:
+            return int(self.jvm_pid_path.read_text())
+        except (OSError, ValueError):
+            return None
 
     def request_stop(self) -> None:
         self.signal(signal.SIGCONT)  # a paused member cannot leave
@@ -261,6 +296,9 @@ class CoordinatorDriver:
         if not isinstance(kind, MemberKind):
             raise TypeError(f"kind must be a MemberKind ({', '.join(k.name for k in MemberKind)}), not {kind!r}: "
                             "MemberKind.for_design(name) maps a design's name")
+        if kind is MemberKind.CONSUMER_JAVA and process_mode != "processes":
+            raise InputError(f"the {kind.design} design's members are JVMs, one per member process: run it with "
+                             "process_mode = \"processes\" (--members processes)")
         missing = missing_client(kind.design)
         if missing is not None:
             raise InputError(missing)
@@ -441,15 +479,33 @@ class CoordinatorDriver:
             return _Launch(name, self.kind.module, eager.to_json(),
                            eager.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 10,
                            lambda trace: CoordinatorMember(eager, trace))
+        from zkconsumer.lab.java_member import JavaMemberSettings
+
+        if isinstance(settings, JavaMemberSettings):
+            java = settings
+            return _Launch(name, self.kind.module, java.to_json(), java.stop_bound_s + 10, _no_thread_member,
+                           java.pid_path)
         from zkconsumer.lab.librdkafka_member import LibrdkafkaMember
 
         librdkafka = settings
         return _Launch(name, self.kind.module, librdkafka.to_json(), librdkafka.stop_bound_s + 10,
                        lambda trace: LibrdkafkaMember(librdkafka, trace))
 
-    def _settings(self, name: str, incarnation: int) -> CoordinatorMemberSettings | LibrdkafkaMemberSettings:
+    def _settings(self, name: str, incarnation: int) -> (CoordinatorMemberSettings | LibrdkafkaMemberSettings
+                                                         | JavaMemberSettings):
         env = self._env()
         c = env.case.scenario.coordinator
+        if self.kind is MemberKind.CONSUMER_JAVA:
+            from zkconsumer.lab.java_member import JavaMemberSettings
+
+            # The session and the heartbeat are the broker's here too (its group.consumer.* settings).
+            return JavaMemberSettings(
+                name=name, group=env.group, topics=sorted(env.topics), bootstrap=env.bootstrap,
+                run_path=str(env.run.path), remote_assignor=c.remote_assignor,
+                max_poll_interval_ms=c.max_poll_interval_ms, metadata_max_age_ms=c.metadata_max_age_ms,
+                incarnation=incarnation, log_level=env.log_level,
+                enable_auto_commit=env.case.scenario.coordinator_auto_commit,
+                auto_commit_interval_ms=env.case.scenario.coordinator_commit_interval_ms)
         if self.kind is not MemberKind.EAGER:
             from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
 
@@ -512,3 +568,8 @@ class CoordinatorDriver:
             raise NotImplementedError(f"{what} signals the member's own process: member {name} is a thread "
                                       "(run with process_mode='processes')")
         return member
+
+
+def _no_thread_member(trace: TraceWriter) -> LabMember:
+    # CoordinatorDriver refuses threads for the Java members before any member starts.
+    raise NotImplementedError("a Java member runs as a process only")

@@ -10,16 +10,19 @@
                    (confluent-kafka): only the partitions that move are revoked, in a second generation
     "consumer"     4.0 (2025, KIP-848): the consumer group protocol, members running librdkafka with
                    `group.protocol=consumer`: the broker computes the assignment and hands it out in heartbeats
+    "consumer-java"  the same protocol, members running Kafka's own Java consumer (kafka-clients 4.x), its reference
+                   client (docs/interop.md): a JVM per member, so it needs a JDK
 
 "zk" and "original" are the same protocol (the znodes, watches and owner claims of docs/zk-design.md), so
 everything that reads the ZooKeeper design's wire traffic, owner nodes or registrations applies to both:
-ask `is_zookeeper_design`, never compare with "zk". The other three are broker-side designs (`is_broker_side`):
+ask `is_zookeeper_design`, never compare with "zk". Likewise "consumer" and "consumer-java" are one protocol:
+ask `is_consumer_protocol`. The other four are broker-side designs (`is_broker_side`):
 their members know nothing of ZooKeeper, and the analysis treats them alike through their members' `generation`
 records and the Kafka proxy's counts.
 
 Where each runs (`broker_kind`): the ZooKeeper designs need Apache Kafka 3.9 in ZooKeeper mode (Kafka 4 refuses the
 0.8 fetcher's Fetch v0, KIP-896) and so does the eager design, which the lab has always measured there; the
-cooperative and consumer designs run on Apache Kafka 4.x in KRaft mode, the broker their users run today (the
+cooperative and consumer-protocol designs run on Apache Kafka 4.x in KRaft mode, the broker their users run today (the
 consumer protocol exists only there).
 
 Only "zk" runs the opt-in modes (zkconsumer/modes.py, docs/modes.md): a run of another mode is labelled
@@ -33,9 +36,11 @@ from typing import Literal
 
 from zkconsumer.errors import InputError
 
-DESIGNS: tuple[str, ...] = ("zk", "original", "coordinator", "cooperative", "consumer")
+DESIGNS: tuple[str, ...] = ("zk", "original", "coordinator", "cooperative", "consumer", "consumer-java")
 ZOOKEEPER_DESIGNS: tuple[str, ...] = ("zk", "original")
-BROKER_SIDE_DESIGNS: tuple[str, ...] = ("coordinator", "cooperative", "consumer")
+BROKER_SIDE_DESIGNS: tuple[str, ...] = ("coordinator", "cooperative", "consumer", "consumer-java")
+# The designs of the consumer group protocol (KIP-848), whichever client their members run.
+CONSUMER_PROTOCOL_DESIGNS: tuple[str, ...] = ("consumer", "consumer-java")
 # Other names a user may give a design (`--design eager`): the protocol's own name for today's coordinator design.
 ALIASES: dict[str, str] = {"eager": "coordinator"}
 # What a scenario runs when its file names no designs: this project against the coordinator. The original needs a
@@ -48,15 +53,18 @@ LABELS: dict[str, str] = {
     "coordinator": "Classic eager (GroupCoordinator)",
     "cooperative": "Cooperative-sticky (KIP-429)",
     "consumer": "Consumer protocol (KIP-848)",
+    "consumer-java": "Consumer protocol (KIP-848, Kafka's Java client)",
 }
 # Which broker a design's members talk to (see the module docstring).
 BrokerKind = Literal["zookeeper", "kraft"]
-KRAFT_DESIGNS: tuple[str, ...] = ("cooperative", "consumer")
+KRAFT_DESIGNS: tuple[str, ...] = ("cooperative", "consumer", "consumer-java")
 # The Python package a design's members need beyond the base install, with what to install.
 _CLIENT_PACKAGES: dict[str, tuple[str, str]] = {
     "cooperative": ("confluent_kafka", "confluent-kafka"),
     "consumer": ("confluent_kafka", "confluent-kafka"),
 }
+# The designs whose members are JVMs built here from the project's Java sources: they need a JDK (java and javac).
+_JDK_DESIGNS: tuple[str, ...] = ("consumer-java",)
 
 
 # The design whose members take a mode's properties: the original's are Kafka's own and the coordinator's are
@@ -79,17 +87,39 @@ def is_broker_side(design: str) -> bool:
     return design in BROKER_SIDE_DESIGNS
 
 
+def is_consumer_protocol(design: str) -> bool:
+    """A design of the consumer group protocol (KIP-848): librdkafka's members or the Java client's."""
+    return design in CONSUMER_PROTOCOL_DESIGNS
+
+
 def broker_kind(design: str) -> BrokerKind:
     return "kraft" if design in KRAFT_DESIGNS else "zookeeper"
 
 
 def missing_client(design: str) -> str | None:
     """Why this machine cannot run `design`'s members (one line naming the fix), or None if it can."""
+    if design in _JDK_DESIGNS:
+        return _missing_jdk(design)
     needed = _CLIENT_PACKAGES.get(design)
     if needed is None or importlib.util.find_spec(needed[0]) is not None:
         return None
     return (f"the {design} design's members run {needed[1]}, which is not installed: pip install {needed[1]} "
             "(or install zkconsumer with its lab dependencies)")
+
+
+def _missing_jdk(design: str) -> str | None:
+    # Imported here: the JVM tooling is for the few designs that need it, not for every reader of design names.
+    from zkconsumer.embedded.process import EmbeddedError, java_executable
+    from zkconsumer.interop.java_consumer import javac_executable
+    from zkconsumer.interop.original import InteropError
+
+    try:
+        # javac first: a JRE alone has java, and javac's message names the JDK to install.
+        javac_executable()
+        java_executable()
+    except (InteropError, EmbeddedError) as exc:
+        return f"the {design} design's members run Kafka's Java consumer, which needs a JDK: {exc}"
+    return None
 
 
 def canonical(name: str) -> str:
@@ -101,8 +131,8 @@ def select_designs(scenario_designs: list[str], choice: str) -> list[str]:
     scenario runs that this machine can run; one name (or a comma list) = those designs if the scenario runs them.
 
     The original runs wherever the scenario runs the ZooKeeper design, listed or not (scenarios leave it out by
-    default only because it needs a JDK), and the cooperative and consumer designs wherever it runs the coordinator
-    design: a scenario written for "the broker-side design" holds for each of its generations."""
+    default only because it needs a JDK), and the cooperative and both consumer-protocol designs wherever it runs
+    the coordinator design: a scenario written for "the broker-side design" holds for each of its generations."""
     runs = {canonical(d) for d in scenario_designs}
     if "zk" in runs:
         runs.add("original")

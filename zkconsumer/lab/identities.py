@@ -23,8 +23,9 @@ partitions from revokes just those afterwards and rejoins at once, which starts 
 member of the group joins (N + 1 JoinGroup and N + 1 SyncGroup more). So with a revoke: JoinGroup = 2·N + 3,
 SyncGroup = 2·N + 2, generations = 2; without one (nothing had to move), the eager counts and 1 generation.
 
-The consumer group protocol (KIP-848, design "consumer"): no JoinGroup, SyncGroup or LeaveGroup at all; the joiner
-sends exactly one ConsumerGroupHeartbeat with member epoch 0, and the group epoch advances exactly once (the
+The consumer group protocol (KIP-848, designs "consumer" and "consumer-java": the protocol's, whichever client):
+no JoinGroup, SyncGroup or LeaveGroup at all; the joiner sends exactly one ConsumerGroupHeartbeat with member
+epoch 0, and the group epoch advances exactly once (the
 coordinator computes the new target assignment once; the members then reconcile towards it in later heartbeats,
 each answered with that epoch). How many heartbeats a change costs is not an identity: each member sends one per
 interval, plus one each time its owned partitions change (the acknowledgement of a revoke or an assignment), and
@@ -34,6 +35,8 @@ the joiner's assignment arrives in as many steps as the incumbents take to relea
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from zkconsumer.lab.designs import is_consumer_protocol
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def broker_side_join(design: str, incumbents: int, by_api: dict[str, int], round
     `epoch_zero` the ConsumerGroupHeartbeat requests with member epoch 0."""
     if design == "cooperative":
         return cooperative_join(incumbents, by_api, rounds, revoked)
-    if design == "consumer":
+    if is_consumer_protocol(design):
         return consumer_protocol_join(by_api, rounds, epoch_zero)
     return coordinator_join(incumbents, by_api, rounds)
 

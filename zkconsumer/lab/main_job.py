@@ -83,11 +83,13 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
 
 
 def demo_designs(scenario_designs: list[str]) -> list[str]:
-    """Every generation this machine can run, but the original 0.8.2.2 consumer: it is the ZooKeeper design
-    again (the reference ours is measured against, docs/interop.md), and a JVM per member would double the job."""
+    """Every generation this machine can run, but the two reference clients, the original 0.8.2.2 consumer and
+    Kafka's Java consumer of the consumer protocol: each is a design the job runs already, with another client (the
+    references the lab's own clients are measured against, docs/interop.md), and a JVM per member would double the
+    job."""
     from zkconsumer.lab.designs import select_designs
 
-    return [d for d in select_designs(scenario_designs, "all") if d != "original"]
+    return [d for d in select_designs(scenario_designs, "all") if d not in ("original", "consumer-java")]
 
 
 def _prediction_headline(spark: Any, result: Any) -> str | None:

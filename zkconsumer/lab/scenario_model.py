@@ -232,7 +232,8 @@ class Scenario(_Model):
     name: Annotated[str, AfterValidator(_slug)]
     description: str = Field(min_length=1)
     # `eager` is the coordinator design by its protocol's name (designs.py): stored as "coordinator".
-    designs: list[Annotated[Literal["zk", "original", "coordinator", "eager", "cooperative", "consumer"],
+    designs: list[Annotated[Literal["zk", "original", "coordinator", "eager", "cooperative", "consumer",
+                                    "consumer-java"],
                             AfterValidator(canonical)]] = Field(default_factory=lambda: list(DEFAULT_DESIGNS),
                                                                 min_length=1)
     duration: float = Field(gt=0, le=3600, description="seconds observed after t=0")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from zkconsumer.lab.designs import is_consumer_protocol
 from zkconsumer.lab.scenario_model import Case
 
 GroupSettings = Literal["same", "shipped"]
@@ -43,7 +44,7 @@ def shipped_coordinator_settings(design: str) -> dict[str, int]:
                                                       "max_poll_interval_ms", "metadata_max_age_ms")}
     elif design == "cooperative":
         values = dict(LIBRDKAFKA)
-    elif design == "consumer":
+    elif is_consumer_protocol(design):
         values = dict(CONSUMER_PROTOCOL)
     else:
         return {}

@@ -104,7 +104,7 @@ def test_the_report_puts_the_original_between_ours_and_the_coordinator(three: An
     text = three.report.read_text(encoding="utf-8")
     table = text[text.index("<table class=cmp>"):]
     table = table[:table.index("</table>")]
-    assert re.search(r"<th[^>]*>zk</th><th[^>]*>orig</th><th[^>]*>coord</th>", table)
+    assert re.search(r"<th[^>]*>zk</th><th[^>]*>orig</th><th[^>]*>eager</th>", table)
     assert "n/r" in table  # rebalance failures and expiries of the original: not reported, never 0
     assert "ZooKeeper (original 0.8.2.2)" in text and "owner nodes from the wire" in text
     assert "not reported by the original" in text

@@ -104,7 +104,7 @@ def test_the_verdict_names_the_winner_from_the_n_where_it_starts_winning() -> No
     requests = finding(found, "requests")
     assert (requests.winner, requests.from_n, requests.clear) == ("coordinator", 16, True)
     assert requests.ratio == pytest.approx(zk[32] / coord[32])
-    assert "GroupCoordinator lower from N = 16 on" in requests.text
+    assert "GroupCoordinator) lower from N = 16 on" in requests.text
     assert "at N = 32: 384 against 1,024 (ZooKeeper (zkconsumer)), 2.7x lower" in requests.text
     assert "Below that ZooKeeper (zkconsumer) was lower at N = 1, 2, 4, 8 (at N = 8: 64 against 96)" in requests.text
     assert "no delivery audit" in finding(found, "duplicates").text
@@ -116,7 +116,8 @@ def test_the_verdict_names_the_winner_from_the_n_where_it_starts_winning() -> No
     flipped = finding(verdict(herd_rows(coord, zk)), "requests")
     assert (flipped.winner, flipped.from_n) == ("zk", 16)
     assert "ZooKeeper (zkconsumer) lower from N = 16 on" in flipped.text
-    assert "Below that GroupCoordinator was lower at N = 1, 2, 4, 8 (at N = 8: 64 against 96)" in flipped.text
+    assert ("Below that Classic eager (GroupCoordinator) was lower at N = 1, 2, 4, 8 (at N = 8: 64 against 96)"
+            in flipped.text)
     everywhere = finding(verdict(herd_rows(coord, {n: 13 * n for n in coord})), "requests")
     assert (everywhere.winner, everywhere.from_n) == ("zk", 1)
     assert "ZooKeeper (zkconsumer) lower at every N measured (N = 1 to 32)" in everywhere.text
@@ -251,7 +252,7 @@ def test_the_report_opens_with_the_verdict_and_shows_split_brain_events(analysed
     verdict = re.search(r"<section id=\"verdict\">(.*?)</section>", dom.stdout, re.S).group(1)
     items = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li[^>]*>(.*?)</li>", verdict, re.S)]
     requests = next(i for i in items if i.startswith("Requests per membership change"))
-    assert "GroupCoordinator lower from N = 2 on (of N = 1 to 8)" in requests
+    assert "GroupCoordinator) lower from N = 2 on (of N = 1 to 8)" in requests
     assert "at N = 8: 40 against 192 (ZooKeeper (zkconsumer)), 4.8x lower" in requests
     assert "Below that ZooKeeper (zkconsumer) was lower at N = 1 (at N = 1: 3 against 5)" in requests
     assert any(i.startswith("Notifications per membership change") and "no design lower at N = 8" in i

@@ -9,21 +9,35 @@ The formulas are defined once, in `zkconsumer.lab.join_cost` (docs/join-cost.md)
   offsets come on top where members fetch, so a run with fetchers may exceed its closed form by its commits;
 * watch notifications: every incumbent is notified once that /ids changed (N);
 * the coordinator: JoinGroup + SyncGroup + LeaveGroup = (N + 2) + (N + 1) + 0 = 2·N + 3, one generation, and one
-  REBALANCE_IN_PROGRESS response per incumbent (its heartbeat's or commit's answer is how it hears of the join).
+  REBALANCE_IN_PROGRESS response per incumbent (its heartbeat's or commit's answer is how it hears of the join);
+* the cooperative design (KIP-429): with a revoke, a second generation every member joins, so (2·N + 3) + (2·N + 2)
+  = 4·N + 5 coordination requests. A join into N with P > N partitions always revokes (cooperative-sticky gives the
+  joiner at least one partition, and every partition is an incumbent's), so that is the herd's closed form;
+* the consumer protocol (KIP-848): no JoinGroup, SyncGroup or LeaveGroup, one epoch-0 heartbeat, one group epoch;
+  its acknowledging heartbeats depend on how the incumbents' releases interleave, so its coordination requests per
+  join have no closed form.
+
+`protocol_identities` evaluates identities.broker_side_join on one run's counts and names each expected value's
+formula in N, read off the identity itself (`linear`), so no formula is spelled twice.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
-from zkconsumer.lab.identities import coordinator_join
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
+from zkconsumer.lab.identities import Identity, broker_side_join
 from zkconsumer.lab.join_cost import join_notifications, join_requests, original_join_requests
 from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 
 BROKERS = 1  # the lab runs one broker (docs/lab.md)
+# The requests the broker-side identities count, each a column of the runs table (herd.identity_counts)
+IDENTITY_APIS = (*COORDINATION_APIS, "FindCoordinator")
+API_COLUMNS = {api: "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(api))
+               + "_requests" for api in IDENTITY_APIS}  # JoinGroup -> join_group_requests
 
 
 @dataclass(frozen=True)
@@ -44,9 +58,33 @@ def single_joins(runs: list[dict[str, Any]], changes: list[dict[str, Any]]) -> l
                     for c in counted[run["run_id"]])]
 
 
-def _coordination(n: int) -> int:
-    expected = {i.name: i.expected for i in coordinator_join(n, {}, 0)}
+def linear(expected: Callable[[int], int]) -> str:
+    """How `expected` (an identity's count against N) reads: "2·N + 3", "N + 1", "0"."""
+    b, a = expected(0), expected(1) - expected(0)
+    if any(expected(n) != a * n + b for n in (2, 3, 64)):
+        raise ValueError("an identity that is not linear in N has no formula here")
+    term = "" if a == 0 else "N" if a == 1 else f"{a}·N"
+    if not term:
+        return str(b)
+    return term if b == 0 else f"{term} + {b}" if b > 0 else f"{term} - {-b}"
+
+
+def _expected(design: str, n: int, revoked: bool) -> dict[str, int]:
+    return {i.name: i.expected for i in broker_side_join(design, n, {}, 0, revoked, 0)}
+
+
+def _coordination(design: str, n: int, revoked: bool) -> int | None:
+    expected = _expected(design, n, revoked)
+    if not all(api in expected for api in COORDINATION_APIS):
+        return None  # the consumer protocol's acknowledgements are not fixed by it
     return sum(expected[api] for api in COORDINATION_APIS)
+
+
+def protocol_identities(design: str, n: int, by_api: dict[str, int], rounds: int, revoked: bool,
+                        epoch_zero: int) -> list[tuple[Identity, str]]:
+    """identities.broker_side_join on one single-join run, each with its expected value's formula in N."""
+    found = broker_side_join(design, n, by_api, rounds, revoked, epoch_zero)
+    return [(i, linear(lambda k, name=i.name: _expected(design, k, revoked)[name])) for i in found]
 
 
 def closed_form(design: str, process_mode: str | None, metric: str, n: int, partitions: int) -> ClosedForm | None:
@@ -57,8 +95,13 @@ def closed_form(design: str, process_mode: str | None, metric: str, n: int, part
         return ClosedForm(join_notifications(m), "N")
     if design == "coordinator" and metric == "rebalance_notices_per_change":
         return ClosedForm(n, "N")
-    if design == "coordinator" and metric == "kafka_coordination_per_change":
-        return ClosedForm(_coordination(n), "2·N + 3")
+    if design in BROKER_SIDE_DESIGNS and metric == "kafka_coordination_per_change":
+        # a cooperative join revokes when the joiner's share is a partition or more (the module docstring)
+        revoked = partitions > n
+        if _coordination(design, n, revoked) is None:
+            return None
+        return ClosedForm(_coordination(design, n, revoked),
+                          linear(lambda k: _coordination(design, k, revoked) or 0))
     if metric != "zk_requests_per_change":
         return None
     if design == "zk":

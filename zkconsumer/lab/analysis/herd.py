@@ -2,9 +2,16 @@
 
 Counted as the lab's summary counts them (zkconsumer/lab/summary.py): ZooKeeper requests (pings and the connect
 handshake are other kinds, so they are left out) and watch notifications (`event` records); Kafka requests by
-API, with JoinGroup + SyncGroup + LeaveGroup as the coordination requests and heartbeats apart. The coordinator
-design has no watches: what tells its members to rejoin is a response carrying REBALANCE_IN_PROGRESS (to a
-Heartbeat, an OffsetCommit, ...), so those responses are its notifications here.
+API, with the coordination requests of protocol_rules.py (JoinGroup + SyncGroup + LeaveGroup, and the consumer
+protocol's ConsumerGroupHeartbeats that join, leave or acknowledge) and heartbeats apart. The broker-side designs
+have no watches: what tells a classic-protocol member to rejoin is a response carrying REBALANCE_IN_PROGRESS (to a
+Heartbeat, an OffsetCommit, ...), and a consumer-protocol member a heartbeat answer carrying a new assignment, so
+those responses are their notifications here.
+
+A broker-side design's *rounds* are the group's rebalances: the generations its eager members report, or, where
+the members cannot tell them (librdkafka's, whose `generation` is null), the generations (JoinGroup answers) and
+group epochs (ConsumerGroupHeartbeat answers) the coordinator answered in the window above the newest it answered
+before the window, as the lab's summary counts them.
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import zkconsumer.lab.analysis.owner_nodes as wire
+from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
-from zkconsumer.lab.analysis.schemas import FIT_SCHEMA
+from zkconsumer.lab.analysis.schemas import FIT_SCHEMA, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import attach_change
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.noticing import TARGET_API
 from zkconsumer.lab.protocol_rules import (
+    GROUP_HEARTBEAT_API,
     HEARTBEAT_APIS,
     conflict_column,
     coordination_request_column,
@@ -115,16 +124,75 @@ def rebalance_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
 
 def rebalance_totals(counts: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     """Sums over members. `rebalances` is the summary's: syncedRebalance runs for the ZooKeeper design, distinct
-    generations for the coordinator (one generation is one group rebalance, however many members took part)."""
+    generations for the broker-side designs (one generation is one group rebalance, however many members took
+    part), where `rounds_column` replaces it with the wire's epochs when the members report none
+    (`generations_seen`: the distinct generations the members reported)."""
     inside = counts.filter(F.col("change_index").isNotNull())
     generations = F.size(F.array_distinct(F.flatten(F.collect_list("generations"))))
     return (inside.groupBy(*keys).agg(
         F.when(F.first("design").isin(*BROKER_SIDE_DESIGNS), generations)
         .otherwise(F.sum("rebalances")).alias("rebalances"),
+        generations.alias("generations_seen"),
         *[F.sum(c).alias(c) for c in ("attempts", "failed_attempts", "conflicts", "rebalance_failures",
                                       "session_expiries", "revocations", "losses")],
         # a ZooKeeper-protocol count: it does not apply to the coordinator design (null there, not 0)
         F.when(F.first("design").isin(*ZOOKEEPER_DESIGNS), F.sum("owner_conflicts")).alias("owner_conflicts")))
+
+
+def identity_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
+    """Per run, over the churn window: the requests of each API the identities count (`API_COLUMNS`), the
+    consumer protocol's joins (`epoch_zero_heartbeats`: ConsumerGroupHeartbeats sent with member epoch 0) and the
+    partitions members revoked (`revoked_partitions`), which is what identities.broker_side_join is evaluated on."""
+    kafka_request = (F.col("type") == "wire") & (F.col("proto") == "kafka") & (F.col("kind") == "request")
+    revoked = (F.col("type") == "generation") & (F.col("kind") == "revoked")
+    rows = (records.filter(kafka_request | revoked)
+            .select("run_id", "ts", "api_name", "member_epoch", kafka_request.alias("request"),
+                    F.when(revoked, F.size(F.coalesce(F.from_json("partitions", PARTITION_LIST),
+                                                      F.array().cast("array<string>")))).alias("revoked")))
+    inside = attach_change(rows, windows).filter(F.col("change_index").isNotNull())
+
+    def n(condition: Column) -> Column:
+        return F.sum(F.when(condition, 1).otherwise(0))
+
+    return inside.groupBy("run_id").agg(
+        *[n(F.col("request") & (F.col("api_name") == api)).alias(column) for api, column in API_COLUMNS.items()],
+        n(F.col("request") & (F.col("api_name") == GROUP_HEARTBEAT_API) & (F.col("member_epoch") == 0))
+        .alias("epoch_zero_heartbeats"),
+        F.coalesce(F.sum("revoked"), F.lit(0)).alias("revoked_partitions"))
+
+
+def answered_epochs(records: DataFrame) -> DataFrame:
+    """run_id, ts, epoch: every generation (JoinGroup) or group epoch (ConsumerGroupHeartbeat) a coordinator's answer
+    carries (`epoch_after`; 0 and below are no epoch)."""
+    return (records.filter((F.col("type") == "wire") & (F.col("proto") == "kafka") & (F.col("kind") == "response")
+                           & (F.col("epoch_after") > 0))
+            .select("run_id", "ts", F.col("epoch_after").alias("epoch")))
+
+
+def epoch_rounds(epochs: DataFrame, spans: DataFrame, keys: tuple[str, ...], closed: Column) -> DataFrame:
+    """Per span (run_id, *keys, s_start, s_end): `wire_rounds`, the distinct epochs answered inside it above the
+    newest answered before it. `closed`: whether a span includes its end (the churn does; a change window only
+    when it is the churn's last)."""
+    joined = epochs.join(F.broadcast(spans.withColumn("_closed", closed)), "run_id")
+    t = F.col("ts")
+    inside = (t >= F.col("s_start")) & ((t < F.col("s_end")) | (F.col("_closed") & (t == F.col("s_end"))))
+    per = joined.groupBy("run_id", *keys).agg(
+        F.max(F.when(t < F.col("s_start"), F.col("epoch"))).alias("before"),
+        F.collect_set(F.when(inside, F.col("epoch"))).alias("inside"))
+    rounds = F.size(F.filter("inside", lambda e: e > F.coalesce(F.col("before"), F.lit(-1))))
+    return (spans.select("run_id", *keys).join(per, ["run_id", *keys], "left")
+            .select("run_id", *keys, F.coalesce(rounds, F.lit(0)).alias("wire_rounds")))
+
+
+def rounds_column(design: Column | str = "design") -> tuple[Column, Column]:
+    """(rounds, rebalances) from `generations_seen` (the members' own generations) and `wire_rounds`: a
+    broker-side design's rounds are its members' generations where they report them, else the wire's; a
+    ZooKeeper design has no rounds (null) and keeps its members' syncedRebalance runs as `rebalances`."""
+    d = F.col(design) if isinstance(design, str) else design
+    broker = d.isin(*BROKER_SIDE_DESIGNS)
+    rounds = F.when(broker, F.when(F.col("generations_seen") > 0, F.col("generations_seen"))
+                    .otherwise(F.coalesce("wire_rounds", F.lit(0))))
+    return rounds, F.when(broker, rounds).otherwise(F.col("rebalances"))
 
 
 def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:

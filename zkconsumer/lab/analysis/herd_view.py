@@ -17,19 +17,25 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from zkconsumer.lab.analysis.closed_forms import closed_form, single_joins
-from zkconsumer.lab.designs import LABELS, ZOOKEEPER_DESIGNS
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, DESIGNS, LABELS, ZOOKEEPER_DESIGNS
 
 DESIGN_NAMES = LABELS
 NONE = "-"  # an empty cell of the report's tables
 COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728", "cooperative": "#ff7f0e",
-          "consumer": "#9467bd"}
+          "consumer": "#9467bd", "consumer-java": "#8c564b"}
+# What a broker-side design's requests and notifications are (protocol_rules.py, herd.py): the classic protocol's
+# JoinGroup, SyncGroup and LeaveGroup, and the consumer protocol's heartbeats that join, leave or acknowledge; the
+# answers that tell a member to rebalance
+COORDINATION_LABEL = "JoinGroup+SyncGroup+LeaveGroup+group-changing ConsumerGroupHeartbeats"
+NOTICES_LABEL = "REBALANCE_IN_PROGRESS responses and heartbeat answers with a new assignment"
 # (column in runs, label) per design: what plays "requests per change" and "notifications per change"; the
-# ZooKeeper designs are one protocol, so they are counted alike (designs.py)
+# ZooKeeper designs are one protocol, so they are counted alike (designs.py), and so are the broker-side ones
+# (herd.FIT_METRICS fits the same columns)
 HERD_METRICS = {
     "requests": {**{d: ("zk_requests_per_change", "ZooKeeper requests") for d in ZOOKEEPER_DESIGNS},
-                 "coordinator": ("kafka_coordination_per_change", "JoinGroup+SyncGroup+LeaveGroup")},
+                 **{d: ("kafka_coordination_per_change", COORDINATION_LABEL) for d in BROKER_SIDE_DESIGNS}},
     "notifications": {**{d: ("zk_notifications_per_change", "watch notifications") for d in ZOOKEEPER_DESIGNS},
-                      "coordinator": ("rebalance_notices_per_change", "REBALANCE_IN_PROGRESS responses")},
+                      **{d: ("rebalance_notices_per_change", NOTICES_LABEL) for d in BROKER_SIDE_DESIGNS}},
 }
 
 
@@ -88,13 +94,14 @@ def herd_figure(runs: list[dict[str, Any]], fits: list[dict[str, Any]], kind: st
         return None
     joins = {r["run_id"] for r in single_joins(runs, changes or [])}
     fit_of = {(f["scenario"], f["process_mode"], f["design"], f["metric"]): f for f in fits}
-    panels = sorted({design for _, _, design in series}, key=lambda d: d == "coordinator")
+    panels = [d for d in DESIGNS if any(design == d for _, _, design in series)]
     if kind == "notifications" and len(panels) > 1:
         fig = make_subplots(rows=1, cols=len(panels), shared_yaxes=True,
                             subplot_titles=[DESIGN_NAMES.get(d, d) for d in panels])
     else:
         fig, panels = go.Figure(), []
-    for key, mine in sorted(series.items()):
+    for key, mine in sorted(series.items(), key=lambda kv: (kv[0][0], kv[0][1], DESIGNS.index(kv[0][2])
+                                                            if kv[0][2] in DESIGNS else len(DESIGNS))):
         scenario, mode, design = key
         column, label = HERD_METRICS[kind][design]
         where = {"row": 1, "col": panels.index(design) + 1} if panels else {}
@@ -118,8 +125,8 @@ def herd_figure(runs: list[dict[str, Any]], fits: list[dict[str, Any]], kind: st
     if kind == "requests":
         title = "requests per membership change vs N: observed (markers), closed form (line), fit (dashed)"
     else:
-        title = ("notifications per membership change vs N: both designs notify each incumbent once per join "
-                 "(N), by the protocol")
+        title = ("notifications per membership change vs N: watch events (ZooKeeper designs), rebalance notices "
+                 "(broker-side designs; the eager coordinator notifies each incumbent once per join, N)")
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=520, legend={"font": {"size": 10}})
     fig.update_xaxes(type="log", title="N (initial group size)")
     fig.update_yaxes(type="log", title=f"{kind} per change")
@@ -171,6 +178,8 @@ def fit_table(fits: list[dict[str, Any]], runs: list[dict[str, Any]] | None = No
             "(docs/join-cost.md), so they are fitted as such: a·N² + b·N + c for ZooKeeper requests, a·N + b for "
             "the rest, by least squares over every run of the sweep. Ours costs M² + 7·M + 3·P + 3 requests per "
             "join rebalance-only (M² + 9·M + 3·P + 3 with fetchers), the original M² + 11·M + 3·P + 2 (M² + 13·M + "
-            "3·P + 2), with one broker; the coordinator 2·N + 3 JoinGroup + SyncGroup + LeaveGroup. At small N the "
+            "3·P + 2), with one broker; the eager coordinator 2·N + 3 JoinGroup + SyncGroup + LeaveGroup, the "
+            "cooperative design 4·N + 5 (a second generation after its revoke); the consumer protocol's "
+            "acknowledging heartbeats have no closed form (zkconsumer/lab/identities.py). At small N the "
             "3·P term dominates a ZooKeeper join; the N² term overtakes it from N ≈ sqrt(3·P). A join that raced "
             "(an owner conflict) costs a retry more than its closed form.</p>")

@@ -7,11 +7,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zkconsumer.lab import gaps
+from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.delivery import audit
 from zkconsumer.lab.analysis.herd import (
+    answered_epochs,
+    epoch_rounds,
     herd_fit,
+    identity_counts,
     rebalance_counts,
     rebalance_totals,
+    rounds_column,
     wire_counts,
     wire_per_change,
     wire_per_run,
@@ -20,15 +25,20 @@ from zkconsumer.lab.analysis.notice_split import split_per_change, split_per_run
 from zkconsumer.lab.analysis.owner_nodes import blank_unreported, zookeeper_design
 from zkconsumer.lab.analysis.ownership import (
     intervals,
+    moved,
     overlaps,
     ownership_events,
     ownership_per_change,
+    revoked_kept,
     stop_the_world,
 )
-from zkconsumer.lab.analysis.windows import build
+from zkconsumer.lab.analysis.windows import attach_change, build
 
 PER_CHANGE = ("zk_requests", "zk_notifications", "kafka_requests", "kafka_coordination", "kafka_heartbeats",
               "rebalance_notices")
+# What a change cost the partitions (zkconsumer/lab/handover.py): owners changed, and partitions revoked from a
+# member that got them back; normalised per change like the wire counts
+HANDOVER = ("partitions_moved", "revoked_kept")
 
 
 def combine(keys: list[str], base: DataFrame, *parts: DataFrame) -> DataFrame:
@@ -69,6 +79,21 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
     delivery, gaps = audit(records, keep)
     noticed = keep(split_per_change(records, changes))  # time to stable = noticing_s + rebalancing_s
     delivery = keep(delivery)
+    # the spans the handover and the wire's rounds are counted over: each change window, and the whole churn
+    change_spans = windows.filter(F.col("change_index") > 0).select(
+        "run_id", "change_index", F.col("win_start").alias("s_start"), F.col("win_end").alias("s_end"), "last")
+    churn_spans = bounds.filter(F.col("churn_start").isNotNull()).select(
+        "run_id", F.col("churn_start").alias("s_start"), F.col("churn_end").alias("s_end"))
+    epochs = keep(answered_epochs(records))
+    kept = keep(revoked_kept(iv, bounds))
+    per_change_handover = combine(
+        ["run_id", "change_index"], moved(iv, change_spans.drop("last"), ("change_index",)),
+        attach_change(kept.withColumnRenamed("revoked_ts", "ts"), windows).groupBy("run_id", "change_index")
+        .agg(F.count(F.lit(1)).alias("revoked_kept")),
+        epoch_rounds(epochs, change_spans, ("change_index",), F.col("last")))
+    per_run_handover = combine(
+        ["run_id"], moved(iv, churn_spans, ()), kept.groupBy("run_id").agg(F.count(F.lit(1)).alias("revoked_kept")),
+        epoch_rounds(epochs, churn_spans, (), F.lit(True)), identity_counts(records, windows))
 
     by_change = ["run_id", "change_index"]
     ov_change = ov.filter(F.col("change_index").isNotNull()).groupBy(*by_change).agg(
@@ -78,12 +103,14 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         F.count("pause_s").alias("pauses"), F.max("pause_s").alias("max_pause_s"),
         F.median("pause_s").alias("median_pause_s"))
     info = runs.select("run_id", "scenario", "case", "process_mode", "members")
-    per_change = keep(_unreported(combine(
+    per_change = keep(_unreported(_with_rounds(combine(
         by_change, changes.join(F.broadcast(info), "run_id", "left"), wire_per_change(counts),
-        rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change, noticed)
-        .fillna(0, subset=[*PER_CHANGE, "overlaps", "overlap_s", "pauses"])))
+        rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change, noticed,
+        per_change_handover)
+        .fillna(0, subset=[*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses"]))))
     per_run = keep(combine(["run_id"],
-                           _runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors),
+                           _runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors,
+                                 per_run_handover),
                            split_per_run(noticed, changes, bounds)))
     return {
         "runs": with_counting_gaps(per_run, records),
@@ -120,6 +147,13 @@ def with_counting_gaps(per_run: DataFrame, records: DataFrame) -> DataFrame:
     return joined.withColumn("counting_gaps", F.when(F.size(parts) > 0, F.array_join(parts, ", ")))
 
 
+def _with_rounds(df: DataFrame) -> DataFrame:
+    """`rounds` and the summary's `rebalances` (herd.rounds_column), without the two counts they come from."""
+    rounds, rebalances = rounds_column()
+    return df.withColumn("rounds", rounds).withColumn("rebalances", rebalances).drop("generations_seen",
+                                                                                     "wire_rounds")
+
+
 def _unreported(df: DataFrame) -> DataFrame:
     """Null where a count does not apply or the design's members do not report it: `owner_conflicts` outside
     the ZooKeeper designs, and owner_nodes.NOT_REPORTED (the original's members write fewer events)."""
@@ -128,7 +162,8 @@ def _unreported(df: DataFrame) -> DataFrame:
 
 
 def _runs(runs: DataFrame, bounds: DataFrame, counts: DataFrame, rebalances: DataFrame, ov: DataFrame,
-          stw: DataFrame, own: DataFrame, delivery: DataFrame, trace_errors: DataFrame) -> DataFrame:
+          stw: DataFrame, own: DataFrame, delivery: DataFrame, trace_errors: DataFrame,
+          handover: DataFrame) -> DataFrame:
     """One row per run: the summary's counts over the churn window and every family's totals."""
     ov_run = ov.filter(F.col("change_index").isNotNull()).groupBy("run_id").agg(
         F.count(F.lit(1)).alias("overlaps"), F.sum("overlap_s").alias("overlap_s"),
@@ -145,11 +180,12 @@ def _runs(runs: DataFrame, bounds: DataFrame, counts: DataFrame, rebalances: Dat
     errors_run = trace_errors.groupBy("run_id").agg(F.sum("lines").alias("trace_lines"),
                                                     F.sum("bad_lines").alias("bad_lines"))
     joined = combine(["run_id"], runs, bounds, wire_per_run(counts), rebalance_totals(rebalances, ("run_id",)),
-                     ov_run, stw_run, own_run, delivery_run, errors_run).fillna(
+                     ov_run, stw_run, own_run, delivery_run, errors_run, handover).fillna(
         0, subset=["changes", "membership_records", *PER_CHANGE, "overlaps", "overlap_s", "trace_lines", "bad_lines",
                    "rebalances", "attempts", "failed_attempts", "conflicts", "rebalance_failures",
-                   "session_expiries", "revocations", "losses", "stable_records", "owner_conflicts"])
-    joined = _unreported(joined)
+                   "session_expiries", "revocations", "losses", "stable_records", "owner_conflicts", "revoked_kept",
+                   "epoch_zero_heartbeats", "revoked_partitions", *API_COLUMNS.values()])
+    joined = _unreported(_with_rounds(joined))
     per_change = [F.when(F.col("changes") > 0, F.col(c) / F.col("changes")).alias(f"{c}_per_change")
-                  for c in PER_CHANGE]
+                  for c in (*PER_CHANGE, *HANDOVER)]
     return joined.select("*", *per_change)

@@ -224,3 +224,54 @@ def contention_events(records: DataFrame) -> DataFrame:
     return (records.select("run_id", "design", F.coalesce("member", "link").alias("member"), "ts", what.alias("what"),
                            F.when(owner_create, wire.owner_tp()).alias("tp"))
             .filter(F.col("what").isNotNull()))
+
+
+# What ends an interval by the member giving the partition up (a kill, the trace's end or a start are not that)
+GIVE_UP = ("fetchers_stopped", "revoked", "lost")
+
+
+def _owners_at(iv: DataFrame, spans: DataFrame, keys: tuple[str, ...], at: str, after_events_at: bool) -> DataFrame:
+    """run_id, *keys, tp, owner: who owned each partition at each span's `at`, after every ownership event before
+    it (and, with `after_events_at`, at it), as handover.Handover folds them; of two members at once, the greater
+    name (Handover keeps the last of its members in sorted order)."""
+    t = F.col(at)
+    holds = (((F.col("start") <= t) & ((F.col("end") > t) | F.col("open_at_end"))) if after_events_at
+             else ((F.col("start") < t) & (F.col("end") >= t)))
+    return (iv.select("run_id", "member", "tp", "start", "end", "open_at_end")
+            .join(F.broadcast(spans), "run_id").filter(holds)
+            .groupBy("run_id", *keys, "tp").agg(F.max("member").alias("owner")))
+
+
+def moved(iv: DataFrame, spans: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """Per span (run_id, *keys, s_start, s_end): `partitions_moved`, the partitions whose owner at the span's end
+    differs from the owner at its start (nobody counts as an owner: a partition left unowned moved too).
+
+    The start is the state the events before it left, the end the state after the events at it, as
+    zkconsumer/lab/handover.py takes them (its window opens before the record at `settled` and closes after the
+    one at `done`)."""
+    before = _owners_at(iv, spans, keys, "s_start", False).withColumnRenamed("owner", "before")
+    after = _owners_at(iv, spans, keys, "s_end", True).withColumnRenamed("owner", "after")
+    changed = (before.join(after, ["run_id", *keys, "tp"], "full")
+               .filter(~F.col("before").eqNullSafe(F.col("after")))
+               .groupBy("run_id", *keys).agg(F.count(F.lit(1)).alias("partitions_moved")))
+    return (spans.select("run_id", *keys).join(changed, ["run_id", *keys], "left")
+            .fillna(0, subset=["partitions_moved"]))
+
+
+def revoked_kept(iv: DataFrame, bounds: DataFrame) -> DataFrame:
+    """One row per partition revoked for nothing: a member's interval on it that the member gave up (GIVE_UP)
+    inside the churn window, and the same member's next interval on it starting inside the window too. It is the
+    stop-the-world of an eager protocol, which revokes everything and gives most of it back; an incremental one
+    revokes only what moves.
+
+    run_id, design, member, tp, revoked_ts, regained_ts."""
+    order = Window.partitionBy("run_id", "member", "tp").orderBy("start")
+    churn = bounds.select("run_id", "churn_start", "churn_end")
+
+    def inside(t: Column) -> Column:
+        return (t >= F.col("churn_start")) & (t <= F.col("churn_end"))
+
+    return (iv.withColumn("regained_ts", F.lead("start").over(order))
+            .join(F.broadcast(churn), "run_id")
+            .filter(F.col("end_reason").isin(*GIVE_UP) & inside(F.col("end")) & inside(F.col("regained_ts")))
+            .select("run_id", "design", "member", "tp", F.col("end").alias("revoked_ts"), "regained_ts"))

@@ -6,8 +6,11 @@ membership changes is one member joining a settled group (the herd scenario's sh
 
 * **identities** (`kind="identity"`): what the protocol fixes whatever the seed or the latencies (closed_forms.py):
   watch notifications per join = N, a conflict-free rebalance-only join's ZooKeeper requests = M² + 7·M + 3·P + 3
-  (the original's M² + 11·M + 3·P + 2), the coordinator's JoinGroup + SyncGroup + LeaveGroup = 2·N + 3 and one
-  generation per join. They are checks of the lab's counting and of docs/join-cost.md, one per run, reported as
+  (the original's M² + 11·M + 3·P + 2), the coordinator's JoinGroup + SyncGroup + LeaveGroup = 2·N + 3 (the
+  cooperative design's 4·N + 5), and per broker-side run each identity of identities.broker_side_join: the eager
+  JoinGroup = N + 2, SyncGroup = N + 1, one generation; the cooperative's 2·N + 3 and 2·N + 2 over two generations;
+  the consumer protocol's one epoch-0 heartbeat, one group epoch and no classic request. They are checks of the
+  lab's counting and of docs/join-cost.md, one per run, reported as
   "k of k identities hold": the simulation cannot get them wrong, so they are no evidence for it;
 * **predictions** (`kind="prediction"`), one per (design, members as, N), which can come out otherwise:
   the rate of joins that raced (an owner conflict), the ZooKeeper requests per join averaged over the seeds
@@ -29,8 +32,8 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from zkconsumer.lab.analysis.closed_forms import closed_form, single_joins
-from zkconsumer.lab.designs import ZOOKEEPER_DESIGNS
+from zkconsumer.lab.analysis.closed_forms import API_COLUMNS, closed_form, protocol_identities, single_joins
+from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.gaps import countable
 
 if TYPE_CHECKING:
@@ -53,11 +56,13 @@ STABLE = {"zk": "zk_time_to_stable_s", "coordinator": "coord_time_to_stable_s"}
 IDENTITY_METRICS = {
     "zk": ("zk_notifications_per_change", "zk_requests_per_change"),
     "original": ("zk_notifications_per_change", "zk_requests_per_change"),
-    "coordinator": ("kafka_coordination_per_change", "generations_per_change"),
+    # every broker-side run: its coordination requests where the protocol fixes them, then broker_side_join's
+    # identities (`_protocol_rows`)
+    **{design: ("kafka_coordination_per_change",) for design in BROKER_SIDE_DESIGNS},
 }
 LABELS = {"zk_notifications_per_change": "watch notifications per join",
           "zk_requests_per_change": "ZooKeeper requests per join",
-          "kafka_coordination_per_change": "JoinGroup+SyncGroup+LeaveGroup per join",
+          "kafka_coordination_per_change": "coordination requests per join",
           "generations_per_change": "generations per join",
           "race": "joins that raced (an owner conflict)",
           "stable": "time to stable (s)"}
@@ -144,23 +149,37 @@ def identities(runs: list[dict[str, Any]]) -> list[Comparison]:
     rows = []
     for run in sorted(runs, key=lambda r: (r["design"], r.get("process_mode") or "", r["members"], r["run_id"])):
         mode = run.get("process_mode") or "?"
+        checks: list[tuple[str, float | None, float, str]] = []  # (metric label, observed, expected, formula)
         for metric in IDENTITY_METRICS.get(run["design"], ()):
             if metric == "zk_requests_per_change" and (mode != "threads" or _raced(run)):
                 continue
-            if metric == "generations_per_change":
-                expected, formula = 1.0, "1"
-            else:
-                form = closed_form(run["design"], mode, metric, run["members"], run["partitions"])
-                if form is None:
-                    continue
-                expected, formula = float(form.value), form.formula
-            observed = _observed(run, metric)
-            rows.append(Comparison(
-                IDENTITY, run.get("case") or run["run_id"], run["design"], mode, run["members"], run["partitions"],
-                LABELS[metric], observed, expected, None if observed is None else observed == expected,
-                samples="1 run",
-                why=f"= {formula}" + (" (M = N + 1)" if "M" in formula else "")))
+            form = closed_form(run["design"], mode, metric, run["members"], run["partitions"])
+            if form is not None:
+                checks.append((LABELS[metric], _observed(run, metric), float(form.value), form.formula))
+        if run["design"] in BROKER_SIDE_DESIGNS:
+            checks += _protocol_rows(run)
+        rows += [Comparison(IDENTITY, run.get("case") or run["run_id"], run["design"], mode, run["members"],
+                            run["partitions"], label, observed, expected,
+                            None if observed is None else observed == expected, samples="1 run",
+                            why=f"= {formula}" + (" (M = N + 1)" if "M" in formula else ""))
+                 for label, observed, expected, formula in checks]
     return rows
+
+
+def _protocol_rows(run: dict[str, Any]) -> list[tuple[str, float | None, float, str]]:
+    """identities.broker_side_join on a single-join run's counts (the runs table's per-API requests, epoch-0
+    heartbeats, revoked partitions and rounds). Rows without per-API counts (the lab summary's, which has the
+    coordination total only) check the one generation a join forms."""
+    if any(run.get(column) is None for column in API_COLUMNS.values()) or run.get("epoch_zero_heartbeats") is None:
+        if run["design"] != "coordinator":
+            return []
+        return [(LABELS["generations_per_change"], _observed(run, "generations_per_change"), 1.0, "1")]
+    if run.get("changes") != 1 or run.get("rounds") is None:
+        return []
+    found = protocol_identities(run["design"], run["members"], {api: run[c] for api, c in API_COLUMNS.items()},
+                                run["rounds"], bool(run.get("revoked_partitions")), run["epoch_zero_heartbeats"])
+    return [(f"{identity.name} per join", float(identity.observed), float(identity.expected), formula)
+            for identity, formula in found]
 
 
 def _observed(run: dict[str, Any], metric: str) -> float | None:

@@ -17,7 +17,16 @@ from plotly.subplots import make_subplots
 
 from zkconsumer.lab.analysis.chaos_report import ChaosSection, kinds_table, section_intro
 from zkconsumer.lab.analysis.chaos_report import timeline_figure as chaos_timeline
-from zkconsumer.lab.analysis.herd_view import COLORS, HERD_METRICS, NONE, fit_table, fmt_cell, herd_figure
+from zkconsumer.lab.analysis.herd_view import (
+    COLORS,
+    COORDINATION_LABEL,
+    HERD_METRICS,
+    NONE,
+    NOTICES_LABEL,
+    fit_table,
+    fmt_cell,
+    herd_figure,
+)
 from zkconsumer.lab.analysis.migrate_report import MigrateSection, migrate_section
 from zkconsumer.lab.analysis.modes_report import modes_section
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED, OWNERS_FROM_WIRE
@@ -28,7 +37,7 @@ from zkconsumer.lab.designs import DESIGNS, LABELS
 NOT_REPORTED_CELL = "n/r"  # a count the design's members do not report (owner_nodes.NOT_REPORTED): never 0
 DESIGN_NAMES = LABELS
 SHORT = {"zk": "zk", "original": "orig", "coordinator": "eager", "cooperative": "coop",
-         "consumer": "kip848"}  # table sub-headings
+         "consumer": "kip848", "consumer-java": "kip848j"}  # table sub-headings
 
 
 @dataclass
@@ -129,8 +138,11 @@ def timeline_figure(tl: Timeline) -> go.Figure:
 
 
 COMPARISON = [  # (label, runs column, digits)
-    ("requests/chg", None, 1),  # the design's own: ZooKeeper requests or JoinGroup+SyncGroup+LeaveGroup
+    ("requests/chg", None, 1),  # the design's own: ZooKeeper requests or coordination requests (HERD_METRICS)
     ("notifications/chg", None, 1),
+    ("rounds", "rounds", 0),  # broker-side: the group's generations or epochs; none on the ZooKeeper designs
+    ("moved/chg", "partitions_moved_per_change", 1),
+    ("revoked & given back/chg", "revoked_kept_per_change", 1),
     ("attempts", "attempts", 0),
     ("conflicts", "conflicts", 0),
     ("owner NodeExists", "owner_conflicts", 0),  # from the wire: ZooKeeper designs only
@@ -178,8 +190,12 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
     return (f"<table class=cmp><thead><tr><th rowspan=2>scenario</th><th rowspan=2>case</th><th rowspan=2>N</th>"
             f"{head}</tr><tr>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p class=note>{legend}. requests/chg: ZooKeeper requests (ZooKeeper designs) or "
-            f"JoinGroup+SyncGroup+LeaveGroup (coordinator); notifications/chg: watch notifications or "
-            f"REBALANCE_IN_PROGRESS responses; conflicts: attempts that ended in an owner conflict, as the members "
+            f"{html.escape(COORDINATION_LABEL)} (broker-side designs); notifications/chg: watch notifications or "
+            f"{html.escape(NOTICES_LABEL)}; rounds: the group's rebalances on a broker-side design (generations, "
+            f"or the consumer protocol's group epochs, as the coordinator answered them); moved/chg: partitions "
+            f"whose owner differs between the churn's start and end; revoked &amp; given back/chg: partitions a "
+            f"member gave up in the churn and got back in it (the eager protocols' stop-the-world); "
+            f"conflicts: attempts that ended in an owner conflict, as the members "
             f"report them; owner NodeExists: owner-node creates ZooKeeper refused, counted on the wire.{original or ''}"
             f"</p>")
 
@@ -197,8 +213,8 @@ def verdict_html(runs: list[dict[str, Any]]) -> str:
     items = "".join(f"<li data-metric='{html.escape(f.metric)}'>{html.escape(f.text)}</li>" for f in findings)
     return ("<section id=verdict><h2>Verdict</h2><ul>" + items + "</ul><p class=note>Computed from the runs below "
             "(the median of each design at each N; lower is better for every metric). Requests and notifications "
-            "are each design's own: ZooKeeper requests and watch events against JoinGroup+SyncGroup+LeaveGroup "
-            "and REBALANCE_IN_PROGRESS responses.</p></section>")
+            "are each design's own: ZooKeeper requests and watch events against "
+            f"{html.escape(COORDINATION_LABEL)} and {html.escape(NOTICES_LABEL)}.</p></section>")
 
 
 def _rows_table(rows: list[dict[str, Any]], columns: list[str], empty: str) -> str:
@@ -216,7 +232,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #cc
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
 td:first-child,td:nth-child(2){text-align:left}
-table.cmp td.coord{background:#fff5f5}table.cmp td.orig{background:#f3faf3}
+table.cmp td.eager{background:#fff5f5}table.cmp td.orig{background:#f3faf3}
+table.cmp td.coop{background:#fff8ee}table.cmp td.kip848{background:#f7f3fb}
 td.ok{background:#e8f6e8}td.bad{background:#fde8e8}
 table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;color:#555;max-width:70em}
 """

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zkconsumer.lab.analysis.herd_view import HERD_METRICS
+from zkconsumer.lab.analysis.herd_view import COORDINATION_LABEL, HERD_METRICS, NOTICES_LABEL
 from zkconsumer.lab.designs import DESIGNS, LABELS
 from zkconsumer.lab.gaps import countable
 
@@ -59,15 +59,21 @@ class Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("requests", "requests per membership change (ZooKeeper requests; JoinGroup+SyncGroup+LeaveGroup)",
+    Metric("requests", f"requests per membership change (ZooKeeper requests; {COORDINATION_LABEL})",
            _herd("requests"), "", 0),
-    Metric("notifications", "notifications per membership change (watch events; REBALANCE_IN_PROGRESS responses)",
+    Metric("notifications", f"notifications per membership change (watch events; {NOTICES_LABEL})",
            _herd("notifications"), "", 0),
     Metric("stable", "time to stable", _column("time_to_stable_s"), " s", 2),
     Metric("noticing", "of which noticing (until every incumbent heard of the change)", _column(NOTICING), " s", 2),
     Metric("rebalancing", "of which rebalancing (the rest)", _column(REBALANCING), " s", 2),
     Metric("unowned", "unowned partition-seconds per change", _per_change("unowned_partition_s"), " partition·s", 1),
     Metric("duplicates", "duplicates delivered per change", _per_change("duplicates"), "", 1),
+    # what a change cost the partitions (docs/analysis.md): owners changed, the least any assignor can do being a
+    # fair share for a joiner; and partitions revoked from a member that got them back, an eager protocol's
+    # stop-the-world, which the incremental ones (KIP-429, KIP-848) avoid
+    Metric("moved", "partitions moved per change", _column("partitions_moved_per_change"), "", 1),
+    Metric("revoked_kept", "partitions revoked and given back per change (stop-the-world)",
+           _column("revoked_kept_per_change"), "", 1),
 )
 
 
@@ -82,6 +88,8 @@ class Finding:
     from_n: int | None = None  # the smallest N from which `winner` is lowest at every measured N
     clear: bool = False  # at the largest N the winner's every repeat is below every other's
     ratio: float | None = None  # at the largest N: the next design's median over the winner's (None if 0)
+    # the designs lowest at the largest N: the winner alone, or those that tie there below the rest
+    lowest: tuple[str, ...] = ()
 
 
 def _number(value: Any) -> float | None:
@@ -146,50 +154,66 @@ def _compare(scenario: str, metric: Metric, runs: list[Row]) -> Finding | None:
         return None
     winners = {n: _winner(values[n]) for n in compared}
     top = compared[-1]
-    winner, clear = winners[top]
+    lowest, clear = winners[top]
     medians = {d: statistics.median(v) for d, v in values[top].items()}
-    others = sorted((m, d) for d, m in medians.items() if d != winner)
-    where = f"N = {compared[0]}" if len(compared) == 1 else f"N = {compared[0]} to {top}"
-    if winner is None:
-        shown = ", ".join(f"{_label(d)} {_fmt(m, metric.digits)}{metric.unit}" for d, m in sorted(medians.items()))
+    if not lowest:
+        shown = ", ".join(f"{_label(d)} {_fmt(m, metric.digits)}{metric.unit}" for d, m in _in_order(medians))
         return Finding(scenario, metric.key, f"{_cap(metric.label)}: no design lower at N = {top} ({shown}).")
+    others = sorted((m, d) for d, m in medians.items() if d not in lowest)
+    where = f"N = {compared[0]}" if len(compared) == 1 else f"N = {compared[0]} to {top}"
     from_n = top
     for n in reversed(compared):
-        if winners[n][0] != winner:
+        if winners[n][0] != lowest:
             break
         from_n = n
-    best = medians[winner]
+    best = medians[lowest[0]]
     ratio = others[0][0] / best if best > 0 else None
     against = ", ".join(f"{_fmt(m, metric.digits)}{metric.unit} ({_label(d)})" for m, d in others)
     how = (f"{ratio:.1f}x lower" if ratio is not None and ratio >= 1.05
            else f"{others[0][0] - best:,.{metric.digits}f}{metric.unit} lower")
     span = (f"at every N measured ({where})" if from_n == compared[0] else f"from N = {from_n} on (of {where})")
-    text = (f"{_cap(metric.label)}: {_label(winner)} lower {span}; at N = {top}: "
-            f"{_fmt(best, metric.digits)}{metric.unit} against {against}, {how}")
+    who = (f"{_label(lowest[0])} lower" if len(lowest) == 1
+           else f"{_and(lowest)} tie lowest")
+    text = f"{_cap(metric.label)}: {who} {span}; at N = {top}: {_fmt(best, metric.digits)}{metric.unit}"
+    text += f" against {against}, {how}"
     if not clear:
         text += ", but the repeats overlap there"
-    below: dict[str, list[int]] = defaultdict(list)  # another design -> the N below from_n where it was lower
+    below: dict[tuple[str, ...], list[int]] = defaultdict(list)  # other lowest designs -> the N below from_n
     for n in compared:
-        if n < from_n and winners[n][0] not in (None, winner):
+        if n < from_n and winners[n][0] not in ((), lowest):
             below[winners[n][0]].append(n)
     for other, sizes in below.items():
         n = sizes[-1]
         at = {d: statistics.median(v) for d, v in values[n].items()}
-        text += (f". Below that {_label(other)} was lower at N = {', '.join(map(str, sizes))} (at N = {n}: "
-                 f"{_fmt(at[other], metric.digits)}{metric.unit} against {_fmt(at[winner], metric.digits)}"
-                 f"{metric.unit})")
-    return Finding(scenario, metric.key, text + ".", winner, from_n, clear, ratio)
+        verb = "was" if len(other) == 1 else "were"
+        theirs = [at[d] for d in lowest if d in at]  # the designs lowest at the top N may not all run at every N
+        text += (f". Below that {_and(other)} {verb} lower at N = {', '.join(map(str, sizes))} (at N = {n}: "
+                 f"{_fmt(at[other[0]], metric.digits)}{metric.unit}"
+                 + (f" against {_fmt(min(theirs), metric.digits)}{metric.unit})" if theirs else ")"))
+    winner = lowest[0] if len(lowest) == 1 else None
+    return Finding(scenario, metric.key, text + ".", winner, from_n, clear, ratio, lowest)
 
 
-def _winner(per_design: dict[str, list[float]]) -> tuple[str | None, bool]:
-    """The design with the lowest median (None on a tie) and whether all its repeats are below all others'."""
-    medians = sorted((statistics.median(v), d) for d, v in per_design.items())
-    if medians[0][0] == medians[1][0]:
-        return None, False
-    design = medians[0][1]
-    worst_of_winner = max(per_design[design])
-    clear = all(worst_of_winner < min(v) for d, v in per_design.items() if d != design)
-    return design, clear
+def _in_order(medians: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(medians.items(), key=lambda kv: (DESIGNS.index(kv[0]) if kv[0] in DESIGNS else len(DESIGNS), kv[0]))
+
+
+def _and(designs: tuple[str, ...]) -> str:
+    names = [_label(d) for d in designs]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _winner(per_design: dict[str, list[float]]) -> tuple[tuple[str, ...], bool]:
+    """The designs with the lowest median (several on a tie; none when every design ties) in designs.py order, and
+    whether all their repeats are below all the others' repeats."""
+    medians = {d: statistics.median(v) for d, v in per_design.items()}
+    best = min(medians.values())
+    lowest = tuple(d for d, _ in _in_order(medians) if medians[d] == best)
+    if len(lowest) == len(medians):
+        return (), False
+    worst_of_lowest = max(max(per_design[d]) for d in lowest)
+    clear = all(worst_of_lowest < min(v) for d, v in per_design.items() if d not in lowest)
+    return lowest, clear
 
 
 def _cap(text: str) -> str:

@@ -104,7 +104,8 @@ def _prediction_headline(spark: Any, result: Any) -> str | None:
 def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -> Table:
     """Per N: each design's cost of one join, observed (and predicted where the simulation ran): the ZooKeeper
     design's requests, notifications and conflicts, and per broker-side design its coordination requests
-    (protocol_rules.is_coordination_request) and time to stable."""
+    (protocol_rules.is_coordination_request) and time to stable; for every design the partitions "stopped": revoked
+    from a member that got them back (handover.py), the stop-the-world of the eager protocols."""
     from zkconsumer.lab.analysis.predictions import mean_by_size
     from zkconsumer.lab.analysis.report import SHORT
     from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
@@ -115,8 +116,8 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
     broker_side = [d for d in BROKER_SIDE_DESIGNS if any(r["design"] == d for r in runs)]
     prediction = mean_by_size(predicted)  # per N: the mean over the fixed seeds
     table = Table(title="one join into a group of N (per membership change; predicted in brackets)")
-    for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s",
-                   *(f"{SHORT[d]} {label}" for d in broker_side for label in ("coord req", "stable s"))):
+    for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s", "zk stopped",
+                   *(f"{SHORT[d]} {label}" for d in broker_side for label in ("coord req", "stable s", "stopped"))):
         table.add_column(column, justify="right")
 
     def cell(run: dict[str, Any] | None, column: str, predicted_column: str | None, n: int, digits: int = 0) -> str:
@@ -135,9 +136,10 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
             run = by_n.get(n, {}).get(design)
             coordination, stable = predicted_columns.get(design, (None, None))
             cells += [cell(run, "kafka_coordination_per_change", coordination, n),
-                      cell(run, "time_to_stable_s", stable, n, 1)]
+                      cell(run, "time_to_stable_s", stable, n, 1), cell(run, "revoked_kept_per_change", None, n)]
         table.add_row(str(n), cell(zk, "zk_requests_per_change", "zk_requests", n),
                       cell(zk, "zk_notifications_per_change", "zk_notifications", n),
                       cell(zk, "conflicts", "zk_conflicts", n),
-                      cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1), *cells)
+                      cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1),
+                      cell(zk, "revoked_kept_per_change", None, n), *cells)
     return table

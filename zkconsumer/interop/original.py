@@ -4,7 +4,8 @@ Two small Java programs in `java/` run the original release from the pom's `kafk
 (`zkconsumer.embedded.jvm`): `OriginalConsumerDriver`, one member of a group driven through
 `Consumer.createJavaConsumerConnector`, and `OriginalAssignorOracle`, the original assignors on groups written into
 ZooKeeper. Neither is committed compiled: `build()` compiles the sources with javac against that classpath into
-the JVM cache, keyed by the sources' and the classpath's hashes, under the cache's file lock.
+the JVM cache, keyed by the sources' and the classpath's hashes, under the cache's file lock (`jvm_member.build()`);
+`OriginalMember` is a `jvm_member.JvmMember`, which runs the driver and reads its events.
 
     member = OriginalMember({"group.id": "g", "zookeeper.connect": zk, "consumer.id": "c1"},
                             topics={"clicks": 2}, workdir=tmp).start()   # returns after the first rebalance
@@ -17,28 +18,22 @@ the JVM cache, keyed by the sources' and the classpath's hashes, under the cache
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
-import os
-import shutil
-import signal
 import subprocess
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from zkconsumer.embedded import jvm
-from zkconsumer.embedded.process import EmbeddedError, java_executable
+from zkconsumer.embedded.process import java_executable
+from zkconsumer.interop import jvm_member
+from zkconsumer.interop.jvm_member import JVM_FLAGS, InteropError, JvmMember, partition_key
 
+# Re-exported: callers name the release the drivers are compiled for from here.
+JAVAC_RELEASE = jvm_member.JAVAC_RELEASE
 SOURCE_ROOT = Path(__file__).with_name("java")
 DRIVER_MAIN = "zkconsumer.interop.OriginalConsumerDriver"
 ORACLE_MAIN = "zkconsumer.interop.OriginalAssignorOracle"
-# Class files for Java 11: a newer javac than the java that runs them must not produce unloadable classes.
-JAVAC_RELEASE = "11"
-JVM_FLAGS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m")
 START_TIMEOUT_S = 90.0  # a JVM start is ~2 s here; the first rebalance may wait for a peer's old session
 # log4j 1 (reload4j) for the original: warnings, plus the connector's own INFO lines (its rebalance decisions,
 # claims and conflicts), which explain a difference when a test finds one.
@@ -52,66 +47,16 @@ log4j.appender.stderr.layout.ConversionPattern=%d{HH:mm:ss,SSS} %p [%t] %m (%c)%
 """
 
 
-class InteropError(EmbeddedError):
-    """The original could not be built or run (one line saying why), or a driver reported an error."""
-
-
 def javac_executable() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    candidate = str(Path(java_home) / "bin" / "javac") if java_home else shutil.which("javac")
-    if not candidate or not Path(candidate).exists():
-        raise InteropError("javac not found on PATH (or JAVA_HOME): install a JDK 17, e.g. apt-get install "
-                           "openjdk-17-jdk-headless; it compiles the original 0.8.2.2 consumer's driver "
-                           f"({SOURCE_ROOT})")
-    return candidate
+    return jvm_member.find_javac(f"the original 0.8.2.2 consumer's driver ({SOURCE_ROOT})")
 
 
-@dataclass(frozen=True)
-class OriginalBuild:
-    classes: Path
-    jars: jvm.Classpath
-
-    def __str__(self) -> str:
-        return f"{self.classes}:{self.jars}"
-
-
-def _sources() -> list[Path]:
-    return sorted(SOURCE_ROOT.rglob("*.java"))
+OriginalBuild = jvm_member.JvmBuild
 
 
 def build() -> OriginalBuild:
     """The compiled driver and oracle, compiling them first if the cache has no build of these sources."""
-    jars = jvm.classpath(jvm.KAFKA_082)
-    digest = hashlib.sha256(f"{jars.directory.name} {JAVAC_RELEASE}".encode())
-    for source in _sources():
-        digest.update(str(source.relative_to(SOURCE_ROOT)).encode() + b"\0" + source.read_bytes() + b"\0")
-    entry = jvm.cache_root() / "interop" / f"original-{digest.hexdigest()[:12]}"
-    if not (entry / "build.json").is_file():
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with open(entry.parent / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # a second test run waits, then finds the build done
-            if not (entry / "build.json").is_file():
-                _compile(entry, jars)
-    return OriginalBuild(entry / "classes", jars)
-
-
-def _compile(entry: Path, jars: jvm.Classpath) -> None:
-    staging = entry.with_name(entry.name + ".partial")  # renamed into place only when complete
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        argv = [javac_executable(), "--release", JAVAC_RELEASE, "-Xlint:all,-path", "-Werror", "-encoding", "UTF-8",
-                "-d", str(staging / "classes"), "-cp", str(jars), *map(str, _sources())]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False,
-                              stdin=subprocess.DEVNULL)
-        if done.returncode != 0:
-            first = " | ".join((done.stderr or done.stdout).strip().splitlines()[:3])
-            raise InteropError(f"javac failed on {SOURCE_ROOT} (exit {done.returncode}): {first}")
-        (staging / "build.json").write_text(json.dumps(
-            {"sources": [str(s.relative_to(SOURCE_ROOT)) for s in _sources()], "jars": str(jars.directory)}))
-        shutil.rmtree(entry, ignore_errors=True)
-        staging.rename(entry)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    return jvm_member.build(jvm.classpath(jvm.KAFKA_082), SOURCE_ROOT, "original", javac=javac_executable)
 
 
 def java_argv(main: str, workdir: Path, *args: str) -> list[str]:
@@ -120,12 +65,6 @@ def java_argv(main: str, workdir: Path, *args: str) -> list[str]:
     if not log4j.exists():
         log4j.write_text(_LOG4J)
     return [java_executable(), *JVM_FLAGS, f"-Dlog4j.configuration=file:{log4j}", "-cp", str(build()), main, *args]
-
-
-def partition_key(key: str) -> tuple[str, int]:
-    """'topic/partition' (the drivers' JSON keys; '/' cannot occur in a topic name) -> (topic, partition)."""
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
 
 
 @dataclass(frozen=True)
@@ -138,7 +77,7 @@ class OriginalMessage:
     value_size: int
 
 
-class OriginalMember:
+class OriginalMember(JvmMember):
     """One original 0.8.2.2 connector in its own JVM; its events are read by a named thread as they come.
 
     Give exactly one subscription: `topics` ({topic: streams}, createMessageStreams), or `whitelist`/`blacklist`
@@ -159,15 +98,11 @@ class OriginalMember:
         else:
             kind, regex = ("whitelist", whitelist) if whitelist is not None else ("blacklist", blacklist)
             self.subscription = [f"--{kind}", str(regex), "--streams", str(streams)]
-        self.log_path = self.workdir / f"original-{self.name}.log"
-        self.events: list[dict] = []
+        super().__init__(f"original {self.name}", self.workdir / f"original-{self.name}.log")
+        # The live list, not a copy: callers read it as it grows.
+        self.events = self._events
         self._messages: list[OriginalMessage] = []
         self._owned: dict[tuple[str, int], str] = {}
-        self._cond = threading.Condition()
-        self._eof = False
-        self._commits = 0
-        self._proc: subprocess.Popen | None = None
-        self._reader: threading.Thread | None = None
         self.consumer_id: str | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -178,12 +113,7 @@ class OriginalMember:
         config = self.workdir / f"original-{self.name}.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in sorted(self.properties.items())))
         argv = java_argv(DRIVER_MAIN, self.workdir, "--config", str(config), *self.subscription)
-        with open(self.log_path, "ab") as log:
-            # Its own session: a terminal's Ctrl-C reaches the test, which then stops the driver itself.
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                          text=True, encoding="utf-8", bufsize=1, start_new_session=True)
-        self._reader = threading.Thread(target=self._read_events, name=f"original-{self.name}-events", daemon=True)
-        self._reader.start()
+        self._spawn(argv, f"original-{self.name}-events")
         if wait:
             self.wait_ready(timeout)
         return self
@@ -197,53 +127,6 @@ class OriginalMember:
         self.consumer_id = event["consumer_id"]
         return self.consumer_id
 
-    def stop(self, grace: float = 20.0) -> int | None:
-        """SIGTERM (the driver's shutdown hook runs connector.shutdown()), SIGKILL after `grace` seconds."""
-        return self._end(signal.SIGTERM, grace)
-
-    def begin_stop(self) -> None:
-        """SIGTERM without waiting, so several drivers shut down at once; `stop()` then waits for each."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-
-    def kill(self) -> int | None:
-        """kill -9: no shutdown, no commit; ZooKeeper keeps its nodes until the session times out."""
-        return self._end(signal.SIGKILL, 0.0)
-
-    def _end(self, sig: signal.Signals, grace: float) -> int | None:
-        proc = self._proc
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                proc.wait(timeout=grace if grace > 0 else 10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if proc.stdin:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass  # the pipe's reader is gone
-        if self._reader is not None:
-            self._reader.join(timeout=10)
-        return proc.returncode
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.poll()
-
-    def __enter__(self) -> OriginalMember:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # --- what it did ---------------------------------------------------------------------------------
 
     def owned(self) -> dict[tuple[str, int], str]:
@@ -256,68 +139,12 @@ class OriginalMember:
         with self._cond:
             return list(self._messages)
 
-    def commit(self, timeout: float = 30.0) -> dict[tuple[str, int], int | None]:
-        """commitOffsets(), then the offsets stored in ZooKeeper for the partitions it owns."""
-        with self._cond:
-            self._commits += 1
-            ident = str(self._commits)
-        self._send(f"commit {ident}")
-        event = self.wait_for(lambda e: e.get("id") == ident or e.get("where") == f"commit {ident}", timeout,
-                              f"commit {ident}")
-        if event["event"] == "error":
-            raise InteropError(f"original {self.name}: commit failed: {event['error']}")
-        return {partition_key(k): v for k, v in event["offsets"].items()}
-
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float, what: str = "an event",
-                 since: int = 0) -> dict:
-        """The first event from index `since` on that satisfies `predicate`; fails early if the JVM exited."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for event in self.events[since:]:
-                    if predicate(event):
-                        return event
-                since = len(self.events)
-                remaining = deadline - time.monotonic()
-                if self._eof or remaining <= 0:
-                    state = "exited" if self._eof else f"no {what} after {timeout:.0f} s"
-                    raise InteropError(f"original {self.name}: {state} waiting for {what}; "
-                                       f"last events {self.events[-3:]}; log {self.log_path}: {self.log_tail()}")
-                self._cond.wait(remaining)
-
-    def log_tail(self, lines: int = 5) -> str:
-        try:
-            return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def _send(self, command: str) -> None:
-        if self._proc is None or self._proc.stdin is None or self._proc.poll() is not None:
-            raise InteropError(f"original {self.name} is not running (log: {self.log_path})")
-        self._proc.stdin.write(command + "\n")
-        self._proc.stdin.flush()
-
-    def _read_events(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        try:
-            for line in self._proc.stdout:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # not an event line (the driver sends everything else to stderr)
-                with self._cond:
-                    self.events.append(event)
-                    if event["event"] == "message":
-                        self._messages.append(OriginalMessage(event["topic"], event["partition"], event["offset"],
-                                                              event["stream"], event["key_size"],
-                                                              event["value_size"]))
-                    elif event["event"] == "owned":
-                        self._owned = {partition_key(k): v for k, v in event["partitions"].items()}
-                    self._cond.notify_all()
-        finally:
-            with self._cond:
-                self._eof = True
-                self._cond.notify_all()
+    def _note(self, event: dict) -> None:
+        if event["event"] == "message":
+            self._messages.append(OriginalMessage(event["topic"], event["partition"], event["offset"],
+                                                  event["stream"], event["key_size"], event["value_size"]))
+        elif event["event"] == "owned":
+            self._owned = {partition_key(k): v for k, v in event["partitions"].items()}
 
 
 @dataclass(frozen=True)

@@ -147,10 +147,12 @@ def test_the_headline_counts_predictions_only() -> None:
     runs = [r for r in real_runs() if r["members"] in (1, 2)]
     rows = compare(runs, [*simulated(1), *simulated(2)])
     predictions = [r for r in rows if r.kind == PREDICTION]
-    # per design and N: zk race rate, requests and time to stable; coordinator time to stable
+    # per design and N: zk race rate, requests and time to stable; coordinator coordination requests (the lab
+    # summary's rows have no rounds or partition counts, so those are not predicted for them) and time to stable
     assert sorted((r.design, r.members, r.metric) for r in predictions) == sorted(
         [(d, n, m) for n in (1, 2) for d, m in (("zk", "joins that raced (an owner conflict)"),
                                                  ("zk", "ZooKeeper requests per join"), ("zk", "time to stable (s)"),
+                                                 ("coordinator", "coordination requests per join"),
                                                  ("coordinator", "time to stable (s)"))])
     held = sum(1 for r in predictions if r.holds)
     checks = [r for r in rows if r.kind == IDENTITY]
@@ -171,7 +173,8 @@ def test_time_to_stable_is_predicted_out_of_sample_on_the_held_out_repeats() -> 
     holdout = split(runs)
     assert [r["run_id"] for r in holdout.calibration] == ["r0", "r2"]
     assert [r["run_id"] for r in holdout.held_out] == ["r1", "r3"]
-    calibrated = {(2, P): {"zk_time_to_stable_s": 2.0, "coord_time_to_stable_s": None}}
+    # keyed by N, partitions, heartbeat and session: these runs have no manifest, hence no settings of their own
+    calibrated = {(2, P, None, None): {"zk_time_to_stable_s": 2.0, "coord_time_to_stable_s": None}}
     rows = compare(runs, list(simulated(2)), calibrated, {"r1", "r3"}, "out of sample: test")
     stable = by(rows, metric="time to stable (s)")[0]
     assert stable.observed == pytest.approx((1.5 + 3.5) / 2) and stable.predicted == 2.0

@@ -3,8 +3,10 @@
 The split is by repeat index, fixed before any outcome is seen: runs of an even repeat (r0, r2, ...) calibrate, runs
 of an odd repeat (r1, r3, ...) are predicted. The tables are `zkconsumer.lab.sim.calibrate.fit_tables` of the
 calibration runs (every ZooKeeper reply and every Kafka group request the coordinator answers at once, by
-operation); the simulation then runs every seed of `predictions.SEEDS` at each held-out run's N with those tables
-in place of the packaged ones, without the capacity model: tables fitted from these runs already hold the queueing
+operation), fitted per design: each broker-side design's from its own runs, since each is another client
+(kafka-python, librdkafka) and the consumer protocol another API. The simulation then runs every seed of
+`predictions.SEEDS` at each held-out run's N, heartbeat and session (`predictions.run_key`) with those tables in
+place of the packaged ones, without the capacity model: tables fitted from these runs already hold the queueing
 the runs met, which the capacity model would add a second time. With a single repeat there is nothing to hold out,
 and the report says the sweep's own prediction (capacity model over the packaged tables) was used instead.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
-from zkconsumer.lab.analysis.predictions import PREDICTED_DESIGNS, SEEDS
+from zkconsumer.lab.analysis.predictions import PREDICTED_DESIGNS, SEEDS, STABLE, Key, run_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,54 +40,58 @@ def split(runs: list[dict[str, Any]]) -> Holdout:
 
 
 def fit(runs: list[dict[str, Any]]) -> dict[str, Tables]:
-    """Quantile tables per design ("zk" by opcode, "kafka" by API) from the runs' wire records."""
+    """Quantile tables per predicted design from that design's runs: the ZooKeeper design's by opcode, each
+    broker-side design's by API (empty where the design has no calibration run)."""
     from zkconsumer.lab.sim.calibrate import fit_tables
 
-    fitted = fit_tables([Path(r["path"]) for r in runs if r.get("path")])
-    return {design: {op: tuple(q) for op, q in fitted[design].items()} for design in ("zk", "kafka")}
+    tables = {}
+    for design in PREDICTED_DESIGNS:
+        paths = [Path(r["path"]) for r in runs if r["design"] == design and r.get("path")]
+        family = "zk" if design == "zk" else "kafka"
+        tables[design] = {op: tuple(q) for op, q in fit_tables(paths)[family].items()} if paths else {}
+    return tables
 
 
-def simulate(task: tuple[int, int, int, Tables | None, Tables | None]) -> tuple[int, int, int, float | None,
-                                                                                 float | None]:
-    """One (N, partitions, seed) of both designs with the given tables; None for a design without tables. The
-    configuration is `zkconsumer.lab.sim.sweep.predict`'s but for the latency tables, which it cannot take."""
+def simulate(task: tuple[str, Key, int, Tables]) -> tuple[str, Key, int, float | None]:
+    """One (design, run key, seed) with the design's fitted tables. The configuration is
+    `zkconsumer.lab.sim.sweep.predict`'s but for the latency tables, which it cannot take."""
     from zkconsumer.lab.sim.coordinator import CoordinatorSimConfig, kafka_latency, simulate_coordinator
     from zkconsumer.lab.sim.latency import LatencyModel
+    from zkconsumer.lab.sim.sweep import NEWER_MODELS, broker_settings
     from zkconsumer.lab.sim.zk_sim import ZkSimConfig, simulate_zk
 
-    members, partitions, seed, zk_tables, kafka_tables = task
-    zk = co = None
-    if zk_tables:
-        zk = simulate_zk(ZkSimConfig(members=members, partitions=partitions, seed=seed,
-                                     latency=LatencyModel(tables=zk_tables))).time_to_stable_s
-    if kafka_tables:
-        co = simulate_coordinator(CoordinatorSimConfig(
-            members=members, partitions=partitions, seed=seed,
-            latency=replace(kafka_latency(), tables=kafka_tables))).time_to_stable_s
-    return members, partitions, seed, zk, co
+    design, key, seed, tables = task
+    members, partitions, heartbeat, session = key
+    if design == "zk":
+        return design, key, seed, simulate_zk(ZkSimConfig(members=members, partitions=partitions, seed=seed,
+                                                          latency=LatencyModel(tables=tables))).time_to_stable_s
+    model = NEWER_MODELS.get(design, simulate_coordinator)
+    config = CoordinatorSimConfig(members=members, partitions=partitions, seed=seed,
+                                  latency=replace(kafka_latency(), tables=tables),
+                                  **broker_settings(heartbeat, session))
+    return design, key, seed, model(config).time_to_stable_s
 
 
 def predict_held_out(spark: SparkSession, runs: list[dict[str, Any]]
-                     ) -> tuple[dict[tuple[int, int], dict[str, float | None]], set[str], str] | None:
-    """(per (N, partitions): mean time to stable over SEEDS per design with tables fitted from the calibration
-    runs, the held-out run ids, a note naming the split), or None when no run is held out or nothing calibrates."""
+                     ) -> tuple[dict[Key, dict[str, float | None]], set[str], str] | None:
+    """(per run key: mean time to stable over SEEDS per design (`STABLE`'s columns) with tables fitted from that
+    design's calibration runs, the held-out run ids, a note naming the split), or None when no run is held out or
+    nothing calibrates."""
     holdout = split([r for r in runs if r["design"] in PREDICTED_DESIGNS])
     if not holdout.held_out or not holdout.calibration:
         return None
     tables = fit(holdout.calibration)
-    if not tables["zk"] and not tables["kafka"]:
+    wanted = sorted({(r["design"], run_key(r)) for r in holdout.held_out if tables[r["design"]]}, key=repr)
+    if not wanted:
         return None
-    sizes = sorted({(r["members"], r["partitions"]) for r in holdout.held_out})
-    tasks = [(n, p, s, tables["zk"] or None, tables["kafka"] or None) for n, p in sizes for s in SEEDS]
+    tasks = [(design, key, s, tables[design]) for design, key in wanted for s in SEEDS]
     context = spark.sparkContext
     context.pythonExec = sys.executable  # the workers need this interpreter (the project), as sweep.py does
-    # one small row per simulated (N, seed): the simulation's tasks, not trace events
-    results = context.parallelize(tasks, numSlices=min(len(tasks), 2 * len(sizes))).map(simulate).collect()
-    means: dict[tuple[int, int], dict[str, float | None]] = {}
-    for n, p in sizes:
-        mine = [r for r in results if (r[0], r[1]) == (n, p)]
-        means[(n, p)] = {"zk_time_to_stable_s": _mean([r[3] for r in mine]),
-                         "coord_time_to_stable_s": _mean([r[4] for r in mine])}
+    # one small row per simulated (design, run key, seed): the simulation's tasks, not trace events
+    results = context.parallelize(tasks, numSlices=min(len(tasks), 2 * len(wanted))).map(simulate).collect()
+    means: dict[Key, dict[str, float | None]] = {}
+    for design, key in wanted:
+        means.setdefault(key, {})[STABLE[design]] = _mean([r[3] for r in results if (r[0], r[1]) == (design, key)])
     repeats = sorted({r.get("repeat") or 0 for r in holdout.calibration})
     note = (f"out of sample: latency tables fitted from the {len(holdout.calibration)} runs of repeats "
             f"{', '.join(f'r{i}' for i in repeats)} (even repeats), predicting the odd repeats")

@@ -14,10 +14,16 @@ membership changes is one member joining a settled group (the herd scenario's sh
   "k of k identities hold": the simulation cannot get them wrong, so they are no evidence for it;
 * **predictions** (`kind="prediction"`), one per (design, members as, N), which can come out otherwise:
   the rate of joins that raced (an owner conflict), the ZooKeeper requests per join averaged over the seeds
-  *including* the conflicts the simulation produces, and the time to stable. The simulation runs every seed of
-  `SEEDS`, a set fixed before any run it is compared with and never chosen by outcome. A count or a time holds
-  when its relative error is within `TOLERANCE`; a race rate when its Wilson 95% interval over the seeds overlaps
-  the one over the real runs. Times to stable are predicted out of sample (calibration.py).
+  *including* the conflicts the simulation produces, and the time to stable; for each broker-side design the
+  simulation models (eager, cooperative, the consumer protocol: `BROKER_COUNTS`) also its coordination requests
+  per join, rounds, partitions moved and partitions revoked and given back. Every prediction is made with the
+  run's own `[coordinator]` session and heartbeat (its manifest's, `coordinator_settings`). The simulation runs
+  every seed of `SEEDS`, a set fixed before any run it is compared with and never chosen by outcome. A count or a
+  time holds when its relative error is within `TOLERANCE` (an observed 0 only at exactly 0); a race rate when its
+  Wilson 95% interval over the seeds overlaps the one over the real runs. Times to stable are predicted out of
+  sample (calibration.py). The consumer protocol is compared on time to stable, not on noticing: the model counts
+  an incumbent's new-epoch answer as noticing even when nothing of its own changed, the lab only an answer that
+  carries an assignment (docs/simulation.md).
 
 The predictions also run past the largest real N (powers of two up to `predict_to`, the first seed only), which the
 report draws on the herd curve as the scale the lab cannot reach on one machine.
@@ -25,16 +31,20 @@ report draws on the herd curve as the scale the lab cannot reach on one machine.
 
 from __future__ import annotations
 
+import functools
 import html
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS, closed_form, protocol_identities, single_joins
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.gaps import countable
+from zkconsumer.lab.sim.sweep import NEWER_MODELS
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -51,8 +61,21 @@ CAPACITY = "lab"
 Z95 = 1.959964  # the standard normal's 97.5% quantile: two-sided 95% intervals
 
 IDENTITY, PREDICTION = "identity", "prediction"
-PREDICTED_DESIGNS = ("zk", "coordinator")  # the simulation executes this project's connector and models the broker
-STABLE = {"zk": "zk_time_to_stable_s", "coordinator": "coord_time_to_stable_s"}
+# The broker-side designs the simulation models, each with its sweep columns' prefix (sweep.py: the eager model's
+# columns are coord_*, the newer ones' are named after the design).
+SIM_PREFIX = {"coordinator": "coord", **{design: design for design in NEWER_MODELS}}
+# the simulation executes this project's connector and models the broker
+PREDICTED_DESIGNS = ("zk", *SIM_PREFIX)
+STABLE = {"zk": "zk_time_to_stable_s",
+          **{design: f"{prefix}_time_to_stable_s" for design, prefix in SIM_PREFIX.items()}}
+# Per broker-side join: (the runs table's column, the sweep column's measure after the prefix, the label's key).
+BROKER_COUNTS = (("kafka_coordination_per_change", "coordination", "kafka_coordination_per_change"),
+                 ("rounds", "rounds", "rounds"),
+                 ("partitions_moved_per_change", "partitions_moved", "partitions_moved"),
+                 ("revoked_kept_per_change", "revoked_kept", "revoked_kept"))
+# A run's settings and the sweep rows made with them: (N, partitions, heartbeat ms, session ms); None where a run
+# records no `[coordinator]` (the model's defaults, the herd scenario's, are used for it and for its prediction).
+Key = tuple[int, int, int | None, int | None]
 IDENTITY_METRICS = {
     "zk": ("zk_notifications_per_change", "zk_requests_per_change"),
     "original": ("zk_notifications_per_change", "zk_requests_per_change"),
@@ -64,6 +87,9 @@ LABELS = {"zk_notifications_per_change": "watch notifications per join",
           "zk_requests_per_change": "ZooKeeper requests per join",
           "kafka_coordination_per_change": "coordination requests per join",
           "generations_per_change": "generations per join",
+          "rounds": "rounds per join",
+          "partitions_moved": "partitions moved per join",
+          "revoked_kept": "partitions revoked and given back per join",
           "race": "joins that raced (an owner conflict)",
           "stable": "time to stable (s)"}
 
@@ -110,21 +136,58 @@ def comparable_runs(runs: list[dict[str, Any]], changes: list[dict[str, Any]]) -
     return [r for r in single_joins(runs, changes) if countable(r) and r["design"] in IDENTITY_METRICS]
 
 
-def predict_frame(spark: SparkSession, runs: list[dict[str, Any]], predict_to: int = PREDICT_TO) -> DataFrame | None:
-    """Every seed of SEEDS per (N, partitions) of the comparable runs, plus SEEDS[0] at the powers of two above
-    the largest real N up to `predict_to`, at the most common partition count."""
-    from zkconsumer.lab.sim.sweep import SweepPoint, sweep
+def coordinator_settings(run: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(heartbeat interval, session timeout) in ms of the run's `[coordinator]`, as its manifest records the
+    scenario it ran (`lab run --settings shipped` rewrites them per design, shipped.py); every broker-side design
+    of a run, the consumer protocol's KRaft broker included (servers.kraft_settings), runs with these. The runs
+    table keeps the ZooKeeper session for the ZooKeeper designs, so the manifest is read; (None, None) without one."""
+    path = run.get("path")
+    return _manifest_settings(str(path)) if path else (None, None)
 
-    sizes = {(r["members"], r["partitions"]) for r in runs if r["design"] in PREDICTED_DESIGNS}
-    if not sizes:
+
+@functools.cache
+def _manifest_settings(run_dir: str) -> tuple[int | None, int | None]:
+    try:
+        manifest = json.loads((Path(run_dir) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    section = (manifest.get("scenario_definition") or {}).get("coordinator") or {}
+    heartbeat, session = section.get("heartbeat_interval_ms"), section.get("session_timeout_ms")
+    return (None if heartbeat is None else int(heartbeat)), (None if session is None else int(session))
+
+
+def run_key(run: dict[str, Any]) -> Key:
+    return (run["members"], run["partitions"], *coordinator_settings(run))
+
+
+def sweep_key(row: dict[str, Any]) -> Key:
+    """A sweep row's run key: the settings it was simulated with."""
+    return (row["members"], row["partitions"], row.get("heartbeat_interval_ms"), row.get("session_timeout_ms"))
+
+
+def predict_frame(spark: SparkSession, runs: list[dict[str, Any]], predict_to: int = PREDICT_TO) -> DataFrame | None:
+    """Every seed of SEEDS per (N, partitions, heartbeat, session) of the comparable runs, plus SEEDS[0] at the
+    powers of two above the largest real N up to `predict_to`, at the most common partition count and settings."""
+    from zkconsumer.lab.sim.sweep import sweep
+
+    keys = [run_key(r) for r in runs if r["design"] in PREDICTED_DESIGNS]
+    if not keys:
         return None
-    points = [SweepPoint(members=m, partitions=p, seed=s, capacity=CAPACITY) for m, p in sorted(sizes) for s in SEEDS]
-    partitions = max({p for _, p in sizes}, key=lambda p: sum(1 for _, q in sizes if q == p))
-    n = max(m for m, _ in sizes)
+    points = [_point(key, s) for key in sorted(set(keys), key=repr) for s in SEEDS]
+    _, partitions, heartbeat, session = max(set(keys), key=lambda k: (sum(1 for q in keys if q[1:] == k[1:]), repr(k)))
+    n = max(k[0] for k in keys)
     while n * 2 <= predict_to:
         n *= 2
-        points.append(SweepPoint(members=n, partitions=partitions, seed=SEEDS[0], capacity=CAPACITY))
+        points.append(_point((n, partitions, heartbeat, session), SEEDS[0]))
     return sweep(points, spark)
+
+
+def _point(key: Key, seed: int) -> Any:
+    from zkconsumer.lab.sim.sweep import SweepPoint
+
+    members, partitions, heartbeat, session = key
+    return SweepPoint(members=members, partitions=partitions, seed=seed, capacity=CAPACITY,
+                      heartbeat_interval_ms=heartbeat, session_timeout_ms=session)
 
 
 def mean_by_size(predictions: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -196,22 +259,24 @@ def _raced(run: dict[str, Any]) -> bool:
 
 
 def compare(runs: list[dict[str, Any]], predictions: list[dict[str, Any]],
-            calibrated: dict[tuple[int, int], dict[str, float | None]] | None = None,
+            calibrated: dict[Key, dict[str, float | None]] | None = None,
             held_out: set[str] | None = None, calibration_note: str = "") -> list[Comparison]:
-    """Identities, then one prediction row per (design, members as, N, metric). `calibrated` holds the time to
-    stable predicted with latency tables fitted from other runs (calibration.py), to be compared with the
+    """Identities, then one prediction row per (design, members as, N, metric), each run compared only with the
+    sweep rows simulated at its own N, partitions, heartbeat and session (`run_key`). `calibrated` holds the time
+    to stable predicted with latency tables fitted from other runs (calibration.py), to be compared with the
     `held_out` runs only; without it, the packaged tables' prediction is compared with every run."""
-    seeds: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    seeds: dict[Key, list[dict[str, Any]]] = defaultdict(list)
     for p in predictions:
         if p.get("seed") in SEEDS:
-            seeds[(p["members"], p["partitions"])].append(p)
-    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = defaultdict(list)
+            seeds[sweep_key(p)].append(p)
+    groups: dict[tuple[str, str, Key], list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
-        if run["design"] in PREDICTED_DESIGNS and len(seeds.get((run["members"], run["partitions"]), ())) == len(SEEDS):
-            groups[(run["design"], run.get("process_mode") or "?", run["members"], run["partitions"])].append(run)
+        if run["design"] in PREDICTED_DESIGNS and len(seeds.get(run_key(run), ())) == len(SEEDS):
+            groups[(run["design"], run.get("process_mode") or "?", run_key(run))].append(run)
     rows = identities(runs)
-    for (design, mode, n, p), mine in sorted(groups.items()):
-        sims = seeds[(n, p)]
+    for (design, mode, key), mine in sorted(groups.items(), key=repr):
+        sims, (n, p, heartbeat, session) = seeds[key], key
+        settings = "" if heartbeat is None else f"; heartbeat {heartbeat} ms, session {session} ms (the run's)"
         base = dict(kind=PREDICTION, case=f"N = {n} ({len(mine)} run{'s' if len(mine) > 1 else ''})",
                     design=design, process_mode=mode, members=n, partitions=p)
         sampled = f"{len(mine)} run(s); seeds {SEEDS[0]}..{SEEDS[-1]}"
@@ -219,19 +284,63 @@ def compare(runs: list[dict[str, Any]], predictions: list[dict[str, Any]],
             rows.append(_race_row(base, mine, sims, sampled))
             rows.append(_ratio_row(base, "zk_requests_per_change", [r.get("zk_requests_per_change") for r in mine],
                                    [s["zk_requests"] for s in sims], sampled, _requests_why(mode)))
+        else:
+            rows += _broker_count_rows(base, design, mine, sims, sampled)
         if calibrated is not None and held_out is not None:
             tested = [r for r in mine if r["run_id"] in held_out]
-            predicted = (calibrated.get((n, p)) or {}).get(STABLE[design])
+            predicted = (calibrated.get(key) or {}).get(STABLE[design])
             if tested and predicted is not None:
                 rows.append(_ratio_row(base, "stable", [r.get("time_to_stable_s") for r in tested], [predicted],
                                        f"{len(tested)} held-out run(s); seeds {SEEDS[0]}..{SEEDS[-1]}",
-                                       calibration_note))
+                                       calibration_note + settings + _latency_note(design)))
                 continue
         rows.append(_ratio_row(base, "stable", [r.get("time_to_stable_s") for r in mine],
                                [s[STABLE[design]] for s in sims], sampled,
                                f"capacity model {CAPACITY!r} over the packaged latency tables (fitted from earlier "
-                               "runs): no repeat held out to calibrate on"))
+                               "runs): no repeat held out to calibrate on" + settings + _latency_note(design)))
     return rows
+
+
+def sim_column(design: str, measure: str) -> str:
+    """The sweep column of a broker-side design's measure (the eager model's rounds are `coord_generations`)."""
+    if design == "coordinator" and measure == "rounds":
+        return "coord_generations"
+    return f"{SIM_PREFIX[design]}_{measure}"
+
+
+def _broker_count_rows(base: dict[str, Any], design: str, runs: list[dict[str, Any]], sims: list[dict[str, Any]],
+                       sampled: str) -> list[Comparison]:
+    """The counts per join BROKER_COUNTS names, for the metrics the runs measured (the lab summary's rows have
+    the coordination total only)."""
+    rows = []
+    for observed_column, measure, label in BROKER_COUNTS:
+        observed = [r.get(observed_column) for r in runs]
+        if all(v is None for v in observed):
+            continue
+        rows.append(_ratio_row(base, label, observed, [s.get(sim_column(design, measure)) for s in sims], sampled,
+                               _count_why(design, measure)))
+    return rows
+
+
+def _count_why(design: str, measure: str) -> str:
+    if measure == "coordination":
+        if design == "consumer":
+            return ("mean over the seeds; a prediction, not an identity: the acknowledging heartbeats depend on how "
+                    "the incumbents' releases interleave")
+        return "mean over the seeds; the identities fix it when the seeds' joins take the protocol's rounds"
+    if measure == "rounds":
+        return "mean over the seeds: generations (group epochs for the consumer protocol)"
+    if measure == "revoked_kept" and design != "coordinator":
+        return "mean over the seeds; an observed 0 holds only at exactly 0 predicted"
+    return "mean over the seeds"
+
+
+def _latency_note(design: str) -> str:
+    """The consumer protocol has no latency table of its own yet: say what its heartbeats' latencies are."""
+    if design != "consumer":
+        return ""
+    return ("; no KIP-848 latency table yet: ConsumerGroupHeartbeat latencies are drawn from the classic Heartbeat "
+            "table; compared on time to stable, not on noticing (docs/simulation.md)")
 
 
 def _race_row(base: dict[str, Any], runs: list[dict[str, Any]], sims: list[dict[str, Any]], sampled: str) -> Comparison:
@@ -252,9 +361,12 @@ def _ratio_row(base: dict[str, Any], metric: str, observed: list[float | None], 
     o = fmean(seen) if seen else None
     p = fmean(sims) if sims and len(sims) == len(predicted) else None
     error = (p - o) / o if o and p is not None else None
-    return Comparison(**base, metric=LABELS.get(metric, metric), observed=o, predicted=p,
-                      holds=None if error is None else abs(error) <= TOLERANCE, relative_error=error, samples=sampled,
-                      why=why)
+    holds = None if error is None else abs(error) <= TOLERANCE
+    if o == 0 and p is not None:
+        # no relative error of a zero (none revoked and given back): only an exact zero agrees
+        holds = p == 0
+    return Comparison(**base, metric=LABELS.get(metric, metric), observed=o, predicted=p, holds=holds,
+                      relative_error=error, samples=sampled, why=why)
 
 
 def _requests_why(mode: str) -> str:

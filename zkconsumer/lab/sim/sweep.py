@@ -59,6 +59,11 @@ class SweepPoint:
     # A named capacity (capacity.PROFILES, e.g. "lab"): queues at the servers, the proxy and the members' hosts,
     # and the latency tables rescaled to that capacity's network; None: no queueing (the tables as fitted).
     capacity: str | None = None
+    # The broker-side designs' session and heartbeat (a run's `[coordinator]`; the consumer protocol's broker gets
+    # the same, servers.kraft_settings); None: CoordinatorSimConfig's, the herd scenario's. A prediction compared
+    # with a real run must be made with that run's, or it compares different settings (predictions.py).
+    heartbeat_interval_ms: int | None = None
+    session_timeout_ms: int | None = None
 
 
 def grid(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] | SweepPoint]) -> list[SweepPoint]:
@@ -90,7 +95,7 @@ def _column(op: str) -> str:
 ZK_OPS = tuple(WIRE_OP.values())
 ROW_FIELDS: tuple[tuple[str, str], ...] = (
     ("members", "int"), ("partitions", "int"), ("latency_scale", "double"), ("churn", "string"), ("seed", "int"),
-    ("shortcut", "boolean"),
+    ("shortcut", "boolean"), ("heartbeat_interval_ms", "int"), ("session_timeout_ms", "int"),
     ("zk_requests", "long"), *((f"zk_{_column(op)}", "long") for op in ZK_OPS), ("zk_notifications", "long"),
     ("zk_accounted_requests", "long"), ("zk_time_to_stable_s", "double"), ("zk_settled", "boolean"),
     ("zk_rebalances", "int"), ("zk_attempts", "int"), ("zk_failed_attempts", "int"), ("zk_conflicts", "int"),
@@ -120,7 +125,8 @@ def predict(point: SweepPoint) -> dict[str, Any]:
     zk = simulate_zk(ZkSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
                                  seed=point.seed, latency=latency, shortcut=point.shortcut, capacity=capacity))
     broker = CoordinatorSimConfig(members=point.members, partitions=point.partitions, churn=point.churn,
-                                  seed=point.seed, latency=kafka_latency(scale=point.latency_scale))
+                                  seed=point.seed, latency=kafka_latency(scale=point.latency_scale),
+                                  **broker_settings(point.heartbeat_interval_ms, point.session_timeout_ms))
     began = time.perf_counter()
     co = simulate_coordinator(broker)
     coord_wall_s = round(time.perf_counter() - began, 3)
@@ -152,6 +158,12 @@ def predict(point: SweepPoint) -> dict[str, Any]:
         for api in NEWER_APIS[design]:
             row[f"{design}_{_column(api)}"] = p.requests_by_api.get(api, 0)
     return {name: row[name] for name, _ in ROW_FIELDS}
+
+
+def broker_settings(heartbeat_interval_ms: int | None, session_timeout_ms: int | None) -> dict[str, int]:
+    """CoordinatorSimConfig's keywords for the settings given (those left None keep the config's defaults)."""
+    given = {"heartbeat_interval_ms": heartbeat_interval_ms, "session_timeout_ms": session_timeout_ms}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _measures(prefix: str, p: CoordinatorPrediction) -> dict[str, Any]:

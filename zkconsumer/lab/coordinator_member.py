@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -34,7 +31,8 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import MemberState
 
-from zkconsumer.lab.trace import RunDirectory, TraceWriter
+from zkconsumer.lab.member_process import run_member
+from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
 
@@ -314,43 +312,12 @@ class CoordinatorMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point: settings as one JSON argument (or `-`: the first line of stdin)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m zkconsumer.lab.coordinator_member SETTINGS_JSON|-\n")
-        return 2
-    settings = CoordinatorMemberSettings.from_json(sys.stdin.readline() if args[0] == "-" else args[0])
-    level = logging.getLevelName(settings.log_level.upper())
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
+    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
     # kafka-python's DEBUG logs every request: the proxy counts those already.
-    logging.getLogger("kafka").setLevel(max(logging.INFO, level))
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
-    threading.Thread(target=_watch_stdin, args=(stop,), name="lab-stdin", daemon=True).start()
-    trace = RunDirectory(Path(settings.run_path)).trace(settings.name, "coordinator", pid=os.getpid(),
-                                                        incarnation=settings.incarnation)
-    member = CoordinatorMember(settings, trace)
-    member.start()
-    try:
-        while not stop.wait(0.2) and member.alive:
-            pass
-    finally:
-        member.stop(timeout=settings.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 5)
-        trace.close()
-    return 1 if member.error is not None else 0
-
-
-def _watch_stdin(stop: threading.Event) -> None:
-    try:
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                break
-    except (OSError, ValueError):
-        pass
-    stop.set()
-
+    return run_member("zkconsumer.lab.coordinator_member", argv, CoordinatorMemberSettings.from_json,
+                      lambda _: "coordinator", CoordinatorMember,
+                      lambda m: m.stop(timeout=m.settings.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 5),
+                      quiet=("kafka",))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import sys
 import threading
 import time
@@ -48,8 +46,9 @@ from typing import Any
 
 from zkconsumer.interop.java_consumer import STOP_GRACE_S, JavaConsumerMember
 from zkconsumer.interop.original import InteropError
-from zkconsumer.lab.coordinator_member import _Batches, _watch_stdin
-from zkconsumer.lab.trace import RunDirectory, TraceWriter
+from zkconsumer.lab.coordinator_member import _Batches
+from zkconsumer.lab.member_process import run_member
+from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
 
@@ -235,41 +234,10 @@ class JavaMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point: settings as one JSON argument (or `-`: the first line of stdin)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m zkconsumer.lab.java_member SETTINGS_JSON|-\n")
-        return 2
-    try:
-        settings = JavaMemberSettings.from_json(sys.stdin.readline() if args[0] == "-" else args[0])
-    except (ValueError, TypeError) as exc:
-        sys.stderr.write(f"lab member settings: {exc}\n")
-        return 2
-    level = logging.getLevelName(settings.log_level.upper())
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
-    threading.Thread(target=_watch_stdin, args=(stop,), name="lab-stdin", daemon=True).start()
-    trace = RunDirectory(Path(settings.run_path)).trace(settings.name, DESIGN, pid=os.getpid(),
-                                                        incarnation=settings.incarnation)
-    member = JavaMember(settings, trace)
-    try:
-        member.start()
-    except InteropError as exc:
-        # No JDK, a failed compile: one line that names the fix.
-        log.error("lab member %s: %s", settings.name, exc)
-        trace.close()
-        return 1
-    try:
-        while not stop.wait(0.2) and member.alive:
-            pass
-    finally:
-        member.stop()
-        trace.close()
-    return 1 if member.error is not None else 0
-
+    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin).
+    No JDK or a failed compile ends it with one line that names the fix."""
+    return run_member("zkconsumer.lab.java_member", argv, JavaMemberSettings.from_json, lambda _: DESIGN, JavaMember,
+                      lambda m: m.stop(), start_errors=(InteropError,))
 
 if __name__ == "__main__":
     sys.exit(main())

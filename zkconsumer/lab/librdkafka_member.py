@@ -39,22 +39,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import socket
 import struct
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from zkconsumer.lab.coordinator_member import _Batches
+from zkconsumer.lab.member_process import run_member
 from zkconsumer.lab.server_info import read_exactly
-from zkconsumer.lab.trace import RunDirectory, TraceWriter
+from zkconsumer.lab.trace import TraceWriter
 from zkconsumer.lab.wire import kafka_codec
 from zkconsumer.lab.wire.tcp import host_port
 
@@ -407,45 +405,10 @@ class LibrdkafkaMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point: settings as one JSON argument (or `-`: the first line of stdin)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.stderr.write("usage: python -m zkconsumer.lab.librdkafka_member SETTINGS_JSON|-\n")
-        return 2
-    try:
-        settings = LibrdkafkaMemberSettings.from_json(sys.stdin.readline() if args[0] == "-" else args[0])
-    except (ValueError, TypeError) as exc:
-        sys.stderr.write(f"lab member settings: {exc}\n")
-        return 2
-    level = logging.getLevelName(settings.log_level.upper())
-    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
-    threading.Thread(target=_watch_stdin, args=(stop,), name="lab-stdin", daemon=True).start()
-    trace = RunDirectory(Path(settings.run_path)).trace(settings.name, settings.protocol, pid=os.getpid(),
-                                                        incarnation=settings.incarnation)
-    member = LibrdkafkaMember(settings, trace)
-    member.start()
-    try:
-        while not stop.wait(0.2) and member.alive:
-            pass
-    finally:
-        member.stop()
-        trace.close()
-    return 1 if member.error is not None else 0
-
-
-def _watch_stdin(stop: threading.Event) -> None:
-    try:
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                break
-    except (OSError, ValueError):
-        pass
-    stop.set()
-
+    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
+    # the protocol names the design: "cooperative" or "consumer" (designs.py)
+    return run_member("zkconsumer.lab.librdkafka_member", argv, LibrdkafkaMemberSettings.from_json,
+                      lambda s: s.protocol, LibrdkafkaMember, lambda m: m.stop())
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,99 @@
+"""The process life every broker-side lab member shares (`python -m zkconsumer.lab.<kind>_member SETTINGS_JSON|-`):
+settings as one JSON argument (or `-`, the first line of stdin), logging tagged with the member's name, its own
+trace file, and one way to end: SIGTERM, SIGINT, a `stop` line on stdin or the end of stdin (the driver is gone)
+is a graceful leave; SIGKILL kills and SIGSTOP pauses, which the driver sends to the process itself.
+
+    settings ──parse──▶ trace opened ──start──▶ running ──stop asked, or the member ended──▶ stopped, trace closed
+
+The members themselves (coordinator_member.py, librdkafka_member.py, java_member.py) differ in their client only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from zkconsumer.lab.trace import RunDirectory, TraceWriter
+
+log = logging.getLogger(__name__)
+
+
+class MemberSettings(Protocol):
+    name: str
+    run_path: str
+    incarnation: int
+    log_level: str
+
+
+class ProcessMember(Protocol):
+    error: object
+
+    @property
+    def alive(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+
+S = TypeVar("S", bound=MemberSettings)
+M = TypeVar("M", bound=ProcessMember)
+
+
+def run_member(module: str, argv: Sequence[str] | None, parse: Callable[[str], S], design: Callable[[S], str],
+               make: Callable[[S, TraceWriter], M], stop: Callable[[M], object], *,
+               start_errors: tuple[type[Exception], ...] = (), quiet: Sequence[str] = ()) -> int:
+    """The member process's `main`: exit 0 after a clean stop, 1 if the member failed, 2 for bad arguments.
+    `design(settings)` is the design its trace file is written for.
+
+    `start_errors` are failures of `start` that are the machine's, not the member's (no JDK, say): logged as one
+    line naming the fix, exit 1. `quiet` names loggers held at INFO even at DEBUG (a client's own request log: the
+    proxy counts those already)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        sys.stderr.write(f"usage: python -m {module} SETTINGS_JSON|-\n")
+        return 2
+    try:
+        settings = parse(sys.stdin.readline() if args[0] == "-" else args[0])
+    except (ValueError, TypeError) as exc:
+        sys.stderr.write(f"lab member settings: {exc}\n")
+        return 2
+    level = logging.getLevelName(settings.log_level.upper())
+    logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
+    for name in quiet:
+        logging.getLogger(name).setLevel(max(logging.INFO, level))
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
+    threading.Thread(target=watch_stdin, args=(stopping,), name="lab-stdin", daemon=True).start()
+    trace = RunDirectory(Path(settings.run_path)).trace(settings.name, design(settings), pid=os.getpid(),
+                                                        incarnation=settings.incarnation)
+    member = make(settings, trace)
+    try:
+        member.start()
+    except start_errors as exc:
+        log.error("lab member %s: %s", settings.name, exc)
+        trace.close()
+        return 1
+    try:
+        while not stopping.wait(0.2) and member.alive:
+            pass
+    finally:
+        stop(member)
+        trace.close()
+    return 1 if member.error is not None else 0
+
+
+def watch_stdin(stopping: threading.Event) -> None:
+    try:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+    except (OSError, ValueError):
+        pass
+    stopping.set()

@@ -21,11 +21,12 @@ from pyspark.sql import DataFrame, SparkSession
 from zkconsumer.embedded.process import wait_until
 from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.standalone import QUICK_JVM, group_members, standalone_cluster
+from zkconsumer.lab.sim.sweep import TASK_MEASURES
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
-# A task's own wall time and peak memory (sweep.ROW_FIELDS): measurements of the run, not results of the analysis.
-MEASURED = {"predictions": ("zk_wall_s", "coord_wall_s", "peak_rss_mb")}
+# A task's own wall time and peak memory (sweep.TASK_MEASURES): measurements of the run, not results of the analysis.
+MEASURED = {"predictions": TASK_MEASURES}
 LOOPBACK_WARNING = "resolves to a loopback address"  # Spark's Utils.findLocalInetAddress, when left to guess
 
 

@@ -116,6 +116,9 @@ ROW_FIELDS: tuple[tuple[str, str], ...] = (
         (f"{design}_partitions_moved", "int"), *((f"{design}_{name}", kind) for name, kind in BROKER_MEASURES),
         (f"{design}_wall_s", "double"))),
 )
+# The columns that measure the task itself (its wall time and peak memory), not the simulated group: they differ
+# from run to run, so a comparison of two sweeps' results leaves them out.
+TASK_MEASURES: tuple[str, ...] = (*(name for name, _ in ROW_FIELDS if name.endswith("_wall_s")), "peak_rss_mb")
 
 
 def predict(point: SweepPoint) -> dict[str, Any]:

@@ -106,7 +106,7 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
     design's requests, notifications and conflicts, and per broker-side design its coordination requests
     (protocol_rules.is_coordination_request) and time to stable; for every design the partitions "stopped": revoked
     from a member that got them back (handover.py), the stop-the-world of the eager protocols."""
-    from zkconsumer.lab.analysis.predictions import mean_by_size
+    from zkconsumer.lab.analysis.predictions import SIM_PREFIX, STABLE, mean_by_size
     from zkconsumer.lab.analysis.report import SHORT
     from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
 
@@ -127,8 +127,8 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
             return observed
         return f"{observed} [{p[predicted_column]:.{digits}f}]"
 
-    # the simulation predicts the eager coordinator (predictions.py): its columns are the ones with brackets
-    predicted_columns = {"coordinator": ("coord_coordination", "coord_time_to_stable_s")}
+    # the simulation's columns for each broker-side design it models (predictions.py): those get brackets
+    predicted_columns = {design: (f"{prefix}_coordination", STABLE[design]) for design, prefix in SIM_PREFIX.items()}
     for n in sorted(set(by_n) | set(prediction)):
         zk = by_n.get(n, {}).get("zk")
         cells = []

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from generation_runs import GENERATIONS, GenerationRuns, N, undisturbed
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.closed_forms import closed_form
-from zkconsumer.lab.analysis.job import analyze
 from zkconsumer.lab.analysis.predictions import (
     CAPACITY,
     LABELS,
@@ -32,13 +32,10 @@ from zkconsumer.lab.analysis.predictions import (
     coordinator_settings,
 )
 from zkconsumer.lab.scenario import find_scenario
-from zkconsumer.lab.session import LabSession, select_cases
 from zkconsumer.lab.sim.sweep import SweepPoint, predict
 from zkconsumer.lab.summary import RunSummary
 
-GENERATIONS = ("coordinator", "cooperative", "consumer")
 STICKY = ("cooperative", "consumer")
-N = 2
 COUNT_METRICS = (LABELS["kafka_coordination_per_change"], LABELS["rounds"], LABELS["partitions_moved"],
                  LABELS["revoked_kept"])
 STABLE_METRIC = LABELS["stable"]
@@ -54,31 +51,16 @@ class Predicted:
     rows: list[dict[str, Any]]  # the prediction_comparison table's prediction rows
 
 
-def undisturbed(summary: RunSummary) -> bool:
-    """Completed, counted in full, its protocol identities holding (a member that missed its session under load
-    takes another round, which no prediction of a clean join describes)."""
-    return summary.completed and summary.counting_gaps is None and summary.identities_hold is True
-
-
 @pytest.fixture(scope="module")
-def predicted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Predicted:
-    """One real herd run per generation at N = 2 (a disturbed one is made once more), analysed with the
-    simulation up to N: no tail past the real runs, only the predictions compared with them."""
-    out = tmp_path_factory.mktemp("generation-predictions")
-    scenario = find_scenario("herd")
-    chosen: dict[str, RunSummary] = {}
-    for attempt in range(2):
-        todo = [d for d in GENERATIONS if d not in chosen or not undisturbed(chosen[d])]
-        if not todo:
-            break
-        for summary in LabSession(scenario, select_cases(scenario, str(N), 1), todo, out / f"runs-{attempt}").run():
-            chosen[summary.design] = summary
-    result = analyze([s.path for s in chosen.values()], out / "report", spark, predict_to=N)
+def predicted(spark: SparkSession, generation_runs: GenerationRuns) -> Predicted:
+    """The generations' shared runs (generation_runs.py), analysed with the simulation up to N: no tail past the
+    real runs, only the predictions compared with them."""
+    result = generation_runs.result
     runs = [r.asDict() for r in result.read(spark, "runs").collect()]
     changes = [r.asDict() for r in result.read(spark, "changes").collect()]
     rows = [r.asDict() for r in result.read(spark, "prediction_comparison").filter(f"kind = '{PREDICTION}'")
             .collect()]
-    return Predicted(chosen, comparable_runs(runs, changes), rows)
+    return Predicted(generation_runs.summaries, comparable_runs(runs, changes), rows)
 
 
 def require_undisturbed(predicted: Predicted) -> None:

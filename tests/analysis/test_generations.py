@@ -15,20 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from generation_runs import GENERATIONS, GenerationRuns, N, undisturbed
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.closed_forms import closed_form
 from zkconsumer.lab.analysis.herd_view import COORDINATION_LABEL, HERD_METRICS, herd_figure
-from zkconsumer.lab.analysis.job import AnalysisResult, analyze
+from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.verdict import verdict
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, DESIGNS, LABELS
-from zkconsumer.lab.scenario import shipped_scenario
-from zkconsumer.lab.session import LabSession, select_cases
 from zkconsumer.lab.summary import RunSummary
 
-GENERATIONS = ("coordinator", "cooperative", "consumer")
 INCREMENTAL = ("cooperative", "consumer")
-N = 2
 
 
 @dataclass
@@ -40,34 +37,17 @@ class Analysed:
     identities: list[dict[str, Any]]  # the prediction_comparison table's identity rows
 
 
-def undisturbed(summary: RunSummary) -> bool:
-    """The join ran as the protocol describes it: the run completed, was counted in full, and its protocol
-    identities hold (on a machine loaded by other work a member can miss its session and force another round)."""
-    return summary.completed and summary.counting_gaps is None and summary.identities_hold is True
-
-
 @pytest.fixture(scope="module")
-def analysed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Analysed:
-    """One real herd run per broker-side design (its servers started and stopped by the lab session), analysed
-    with no simulated tail past N (predict_to = N: the identities are what is checked here). A design whose run
-    was disturbed is run once more, and the analysis reads each design's last run."""
-    out = tmp_path_factory.mktemp("generations")
-    scenario = shipped_scenario("herd")
-    chosen: dict[str, RunSummary] = {}
-    for attempt in range(2):
-        todo = [d for d in GENERATIONS if d not in chosen or not undisturbed(chosen[d])]
-        if not todo:
-            break
-        for summary in LabSession(scenario, select_cases(scenario, str(N), 1), todo, out / f"runs-{attempt}").run():
-            chosen[summary.design] = summary
-    result = analyze([s.path for s in chosen.values()], out / "report", spark, predict_to=N)
+def analysed(spark: SparkSession, generation_runs: GenerationRuns) -> Analysed:
+    """The generations' shared runs (generation_runs.py) and this module's reading of their tables."""
+    result = generation_runs.result
     runs = {r["design"]: r.asDict() for r in result.read(spark, "runs").collect()}
     changes: dict[str, list[dict[str, Any]]] = {}
     for row in result.read(spark, "changes").collect():
         changes.setdefault(row["design"], []).append(row.asDict())
     identities = [r.asDict() for r in result.read(spark, "prediction_comparison").filter("kind = 'identity'")
                   .collect()]
-    return Analysed(chosen, result, runs, changes, identities)
+    return Analysed(generation_runs.summaries, result, runs, changes, identities)
 
 
 def require_undisturbed(analysed: Analysed, *designs: str) -> None:

@@ -75,14 +75,23 @@ class Listener:
     advertised_port: int  # what it tells clients (a proxy's port, or `port`)
 
 
-@dataclass
-class KafkaBroker:
-    broker_id: int
-    data_dir: Path
-    zookeeper_connect: str
+def plan_listeners(port: int | None, proxied_port: int | None, port_option: str) -> list[Listener]:
+    """One listener on `port` (free if None); with `proxied_port`, a first listener `MEMBERS` advertised there and
+    the own one named `DIRECT` (the module docstring has why). Both broker kinds, ZooKeeper-mode and KRaft."""
+    if port is not None:
+        check_port_free(port, port_option)
+    listeners = [Listener("PLAINTEXT" if proxied_port is None else "DIRECT", port or free_port(), 0)]
+    listeners[0].advertised_port = listeners[0].port
+    if proxied_port is not None:
+        listeners.insert(0, Listener("MEMBERS", free_port(), proxied_port))
+    return listeners
+
+
+class BrokerFiles:
+    """Where a broker listens and keeps its files, alike for both broker kinds (`listeners`, `data_dir`)."""
+
     listeners: list[Listener]
-    settings: dict[str, str] = field(default_factory=dict)
-    process: ProcessRecord | None = None
+    data_dir: Path
 
     @property
     def port(self) -> int:
@@ -91,6 +100,7 @@ class KafkaBroker:
 
     @property
     def bootstrap(self) -> str:
+        """bootstrap.servers of that listener: the producer's, the admin's and readiness's."""
         return f"127.0.0.1:{self.port}"
 
     @property
@@ -101,16 +111,21 @@ class KafkaBroker:
     def log_path(self) -> Path:
         return self.data_dir / "kafka.log"
 
+
+@dataclass
+class KafkaBroker(BrokerFiles):
+    broker_id: int
+    data_dir: Path
+    zookeeper_connect: str
+    listeners: list[Listener]
+    settings: dict[str, str] = field(default_factory=dict)
+    process: ProcessRecord | None = None
+
     @classmethod
     def plan(cls, base_dir: Path, broker_id: int, zookeeper_connect: str, *, port: int | None = None,
              proxied_port: int | None = None, settings: dict[str, str] | None = None) -> KafkaBroker:
         """One listener on `port` (free if None); with `proxied_port`, a first listener advertised there."""
-        if port is not None:
-            check_port_free(port, "--broker-port")
-        listeners = [Listener("PLAINTEXT" if proxied_port is None else "DIRECT", port or free_port(), 0)]
-        listeners[0].advertised_port = listeners[0].port
-        if proxied_port is not None:
-            listeners.insert(0, Listener("MEMBERS", free_port(), proxied_port))
+        listeners = plan_listeners(port, proxied_port, "--broker-port")
         return cls(broker_id, base_dir / f"kafka{broker_id}", zookeeper_connect, listeners, dict(settings or {}))
 
     def _properties(self, cluster_size: int) -> dict[str, str]:

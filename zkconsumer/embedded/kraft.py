@@ -33,11 +33,10 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from zkconsumer.embedded import jvm
-from zkconsumer.embedded.kafka import JVM_FLAGS, Listener
+from zkconsumer.embedded.kafka import JVM_FLAGS, BrokerFiles, Listener, plan_listeners
 from zkconsumer.embedded.process import (
     EmbeddedError,
     ProcessRecord,
-    check_port_free,
     free_port,
     is_running,
     java_executable,
@@ -142,7 +141,7 @@ def failure_reason(path: Path, since: int = 0, lines: int = 3) -> str:
 
 
 @dataclass
-class KRaftBroker:
+class KRaftBroker(BrokerFiles):
     node_id: int
     data_dir: Path
     cluster_id: str
@@ -153,24 +152,6 @@ class KRaftBroker:
     process: ProcessRecord | None = None
     version: str | None = None  # Kafka's version, from the classpath it was started with
     _log_start: int = field(default=0, init=False, repr=False, compare=False)  # kafka.log's size at this start
-
-    @property
-    def port(self) -> int:
-        """The broker's own port on its last listener (DIRECT in the lab, the only one otherwise)."""
-        return self.listeners[-1].port
-
-    @property
-    def bootstrap(self) -> str:
-        """bootstrap.servers of the direct (or only) listener: the producer's, the admin's and readiness's."""
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / "server.properties"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "kafka.log"
 
     @property
     def log_dir(self) -> Path:
@@ -190,12 +171,7 @@ class KRaftBroker:
 
         A node whose storage is already formatted (a restart) keeps its cluster id from `meta.properties`; its ports
         are new (a restarted quorum with its CONTROLLER port moved came up and kept its topics, measured on 4.4.0)."""
-        if port is not None:
-            check_port_free(port, "a different `port`")
-        listeners = [Listener("PLAINTEXT" if proxied_port is None else "DIRECT", port or free_port(), 0)]
-        listeners[0].advertised_port = listeners[0].port
-        if proxied_port is not None:
-            listeners.insert(0, Listener("MEMBERS", free_port(), proxied_port))
+        listeners = plan_listeners(port, proxied_port, "a different `port`")
         node = cls(node_id, Path(base_dir) / f"kraft{node_id}", "", 0, listeners, controller is None,
                    dict(settings or {}))
         if node.formatted:

@@ -17,12 +17,11 @@ during a pending JoinGroup makes the client send a new JoinGroup after its Leave
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -31,7 +30,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import MemberState
 
-from zkconsumer.lab.member_process import run_member
+from zkconsumer.lab.member_process import JsonSettings, run_member
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -42,7 +41,7 @@ ASSIGNORS = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionA
 
 
 @dataclass(frozen=True)
-class CoordinatorMemberSettings:
+class CoordinatorMemberSettings(JsonSettings):
     name: str  # also the client_id: the Kafka proxy's link, and the prefix of the coordinator's member id
     group: str
     topics: list[str]
@@ -64,13 +63,6 @@ class CoordinatorMemberSettings:
     def __post_init__(self) -> None:
         if self.assignor not in ASSIGNORS:
             raise ValueError(f"assignor must be one of {', '.join(ASSIGNORS)}, not {self.assignor!r}")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> CoordinatorMemberSettings:
-        return cls(**json.loads(text))
 
     def consumer_config(self) -> dict[str, Any]:
         return {

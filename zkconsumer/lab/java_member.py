@@ -40,14 +40,14 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zkconsumer.interop.java_consumer import STOP_GRACE_S, JavaConsumerMember
 from zkconsumer.interop.original import InteropError
 from zkconsumer.lab.coordinator_member import _Batches
-from zkconsumer.lab.member_process import run_member
+from zkconsumer.lab.member_process import JsonSettings, run_member
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def jvm_pid_path(run_path: str | Path, name: str, incarnation: int) -> Path:
 
 
 @dataclass(frozen=True)
-class JavaMemberSettings:
+class JavaMemberSettings(JsonSettings):
     name: str  # also client.id: the Kafka proxy's link for this member
     group: str
     topics: list[str]
@@ -86,13 +86,6 @@ class JavaMemberSettings:
     incarnation: int = 1  # 1 for the first start of this name, 2 for its first restart, ...
     log_level: str = "INFO"
     extra: dict[str, Any] = field(default_factory=dict)  # more Java consumer properties
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> JavaMemberSettings:
-        return cls(**json.loads(text))
 
     def properties(self) -> dict[str, Any]:
         """Java consumer properties (ConsumerConfig) beyond those the JVM driver sets itself."""

@@ -37,20 +37,19 @@ main thread received it.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import struct
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from zkconsumer.lab.coordinator_member import _Batches
-from zkconsumer.lab.member_process import run_member
+from zkconsumer.lab.member_process import JsonSettings, run_member
 from zkconsumer.lab.server_info import read_exactly
 from zkconsumer.lab.trace import TraceWriter
 from zkconsumer.lab.wire import kafka_codec
@@ -83,7 +82,7 @@ class LibrdkafkaMemberError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class LibrdkafkaMemberSettings:
+class LibrdkafkaMemberSettings(JsonSettings):
     name: str  # also client.id: the Kafka proxy's link for this member
     group: str
     topics: list[str]
@@ -131,13 +130,6 @@ class LibrdkafkaMemberSettings:
         if not 0 < self.poll_timeout_ms <= 1000:
             raise ValueError(f"poll_timeout_ms must be in (0, 1000] (it bounds how late a rebalance is recorded), "
                              f"not {self.poll_timeout_ms}")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> LibrdkafkaMemberSettings:
-        return cls(**json.loads(text))
 
     def consumer_config(self) -> dict[str, Any]:
         """librdkafka configuration properties (CONFIGURATION.md) for `confluent_kafka.Consumer`."""

@@ -10,18 +10,32 @@ The members themselves (coordinator_member.py, librdkafka_member.py, java_member
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
 
 log = logging.getLogger(__name__)
+
+
+class JsonSettings:
+    """A member's settings dataclass as the one JSON argument its process is started with (the driver writes it,
+    the process reads it back); mixed into each member kind's frozen settings dataclass."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Any:
+        return cls(**json.loads(text))
 
 
 class MemberSettings(Protocol):

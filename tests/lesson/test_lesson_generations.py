@@ -19,6 +19,7 @@ from test_lesson_page import CHROMIUM, ERRORS, _run_browser
 
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, LABELS
 from zkconsumer.lab.lesson import Lesson, build_lesson, most_interesting, write_lesson
+from zkconsumer.lab.lesson.kip848_steps import UNSETTLED
 from zkconsumer.lab.lesson.model import REPO_ROOT
 from zkconsumer.lab.lesson.page import VERDICTS
 from zkconsumer.lab.lesson.replay import load_records
@@ -176,7 +177,15 @@ def test_the_consumer_protocol_moves_partitions_in_heartbeats(lesson: Lesson) ->
     assert arrival > min(targets)
     states = [replay.initial["group"]["state"]] + [s.state["group"]["state"] for s in replay.steps]
     visited = [x for i, x in enumerate(states) if i == 0 or states[i - 1] != x]
-    assert visited == ["Stable", "Reconciling", "Stable"]
+    assert visited[:2] == ["Stable", "Reconciling"] and set(visited) <= {"Stable", "Reconciling"}
+    if visited[-1] != "Stable":
+        # The replay ends at the lab's own stable record: every partition owned once, by the members' records. A
+        # member that lost nothing hears the new group epoch only at its next heartbeat, which may come after that;
+        # then that is all the broker still waits for: nothing unowned, nobody revoking, acknowledging or waiting.
+        last = replay.steps[-1].state
+        assert not last["unowned"]
+        behind = {m: v for m, v in last["members"].items() if v["generation"] not in (None, epochs[-1])}
+        assert behind and all(v["phase"] not in UNSETTLED for v in behind.values()), behind
     records, start, end = _window(lesson, "consumer")
     sent = [r for r in records if r["type"] == "wire" and r.get("proto") == "kafka" and r["kind"] == "request"
             and start <= r["ts"] <= end and is_coordination_request(r.get("api_name"), r.get("member_epoch"),

@@ -118,7 +118,12 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     op_counts = tmp_path / "ops.json"
     command = (f"{sys.executable} -m zkconsumer watch --zookeeper {cluster.zookeeper_connect} --group {GROUP} "
                f"--op-counts {op_counts}")
-    tmux.run("new-session", "-d", "-x", "160", "-y", "50", "-s", "view", "-c", str(tmp_path), command)
+    # The window is made at this size, not resized to it after the view started: a resize that lands before the
+    # view installs its SIGWINCH handler leaves it drawing for 80x24, where the members table has room for one row.
+    tmux.run("-f", "/dev/null", "start-server", ";", "set-option", "-g", "default-size", "160x50", ";",
+             "new-session", "-d", "-x", "160", "-y", "50", "-s", "view", "-c", str(tmp_path), command)
+    assert tmux.run("display-message", "-p", "-t", "view", "#{window_width}x#{window_height}").stdout.strip() \
+        == "160x50"
     pane_pid = int(tmux.run("display-message", "-p", "-t", "view", "#{pane_pid}").stdout)
     screen = wait_for_screen(tmux, lambda s: "live_a    owning 4" in s or "live_a  owning 4" in s, 30,
                              "the view to show live_a owning all four partitions")

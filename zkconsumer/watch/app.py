@@ -38,8 +38,8 @@ class WatchApp(App[None]):
     TITLE = "zkconsumer watch"
     CSS = """
     #header { height: 2; padding: 0 1; background: $boost; }
-    #members { height: 1fr; }
-    #partitions { height: 2fr; }
+    #members { height: auto; max-height: 45%; }
+    #partitions { height: 1fr; }
     #log { height: 12; border-top: solid $accent; }
     """
     BINDINGS = [Binding("q", "quit", "quit"), Binding("c", "clear_log", "clear log")]

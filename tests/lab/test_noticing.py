@@ -164,3 +164,23 @@ def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
     [run] = split_per_run(per_change, changes, bounds).collect()
     assert (run["noticing_s"], run["rebalancing_s"]) == (pytest.approx(0.95), pytest.approx(0.25))
     assert summary.stable_split == (pytest.approx(0.95), pytest.approx(0.25))
+
+
+def test_spark_per_run_split_takes_the_earliest_of_tied_longest_changes(spark):
+    """Eight changes stable after the same 1.0 s: the run's split is the first change's, as the summary's max()
+    over its stable records in order picks it (max_by alone keeps whichever tied row it meets first: here, with
+    the rows listed latest first over two partitions, another change's)."""
+    from zkconsumer.lab.analysis.notice_split import split_per_run
+
+    bounds = spark.createDataFrame([("r", T0, T0 + 60.0)], "run_id string, churn_start double, churn_end double")
+    # several layouts of the same rows: which tied row max_by meets first depends on the order and partitioning
+    for order in (list(range(8, 0, -1)), [2, 3, 1, 5, 4, 8, 6, 7]):
+        for parts in (1, 2, 4):
+            changes = spark.createDataFrame([("r", i, T0 + i, 1.0) for i in order],
+                                            "run_id string, change_index int, change_ts double, stable_s double")
+            per_change = spark.createDataFrame(
+                [("r", i, 0.1 * i, 1.0 - 0.1 * i) for i in order],
+                "run_id string, change_index int, noticing_s double, rebalancing_s double")
+            [run] = split_per_run(per_change.repartition(parts), changes.repartition(parts), bounds).collect()
+            assert (run["noticing_s"], run["rebalancing_s"]) == (pytest.approx(0.1), pytest.approx(0.9)), (order,
+                                                                                                           parts)

@@ -53,5 +53,8 @@ def split_per_run(per_change: DataFrame, changes: DataFrame, bounds: DataFrame) 
     rows = (changes.select("run_id", "change_index", "change_ts", "stable_s")
             .join(per_change, ["run_id", "change_index"]).join(churn, "run_id")
             .filter((F.col("change_ts") >= F.col("churn_start")) & (F.col("change_ts") <= F.col("churn_end"))))
-    return rows.groupBy("run_id").agg(F.max_by("noticing_s", "stable_s").alias("noticing_s"),
-                                      F.max_by("rebalancing_s", "stable_s").alias("rebalancing_s"))
+    # Ties in stable_s go to the earliest change, as the summary's max() over its stable records in order does:
+    # max_by alone picks any of the tied rows, and two runs of the job then disagree.
+    longest = F.struct(F.col("stable_s"), (-F.col("change_index")).alias("earliest"))
+    return rows.groupBy("run_id").agg(F.max_by("noticing_s", longest).alias("noticing_s"),
+                                      F.max_by("rebalancing_s", longest).alias("rebalancing_s"))

@@ -1,0 +1,39 @@
+"""The analysis job on a fixed set of real lab runs (fixed_set.py): the same tables as recorded, every trace line
+readable, and a bounded number of Spark jobs."""
+
+from __future__ import annotations
+
+import fixed_set
+import pytest
+
+
+@pytest.fixture(scope="module")
+def fixed(spark, tmp_path_factory):
+    sc = spark.sparkContext
+    group = "fixed-set-analysis"
+    sc.setJobGroup(group, "the fixed set's analysis")
+    try:
+        found, result = fixed_set.analyse(spark, tmp_path_factory.mktemp("fixed-set"))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return found, result, len(sc.statusTracker().getJobIdsForGroup(group))
+
+
+def test_every_table_is_the_recorded_one(fixed):
+    found, _, _ = fixed
+    want = fixed_set.expected()
+    assert sorted(found) == sorted(want)
+    for name in sorted(want):
+        assert found[name] == want[name], f"table {name} differs from the recorded answers"
+
+
+def test_real_traces_of_every_design_mode_and_campaign_read_without_a_bad_line(fixed):
+    """The runs are real (every design, the opt-in modes, a migrate run, a campaign history): a field the trace
+    writes with a type the reader's schema does not expect makes its line bad, and this fails."""
+    found, result, _ = fixed
+    designs = {r["design"] for r in found["runs"]}
+    assert {"zk", "original", "coordinator", "cooperative", "consumer"} <= designs
+    assert {r["mode"] for r in found["modes"]} >= {"faithful", "all", "incremental"}
+    assert found["migrate_steps"] and found["chaos_faults"]
+    assert result.bad_lines == 0, [e for e in found["trace_errors"] if e["bad_lines"]]
+    assert all(e["bad_lines"] == 0 for e in found["trace_errors"]) and result.trace_lines > 10_000

@@ -125,6 +125,9 @@ class ZooKeeperEnsemble:
 
     nodes: list[ZooKeeperNode] = field(default_factory=list)
     tls: TlsFiles | None = None  # with TLS, every server also has a secure client port
+    # With TLS: refuse a client that offers no certificate (ssl.clientAuth=need) instead of only checking one that
+    # is offered (want, the default here).
+    require_client_cert: bool = False
 
     @property
     def connect_string(self) -> str:
@@ -140,9 +143,12 @@ class ZooKeeperEnsemble:
 
     @classmethod
     def plan(cls, base_dir: Path, size: int = 1, client_port: int | None = None, *,
-             tls: bool = False) -> ZooKeeperEnsemble:
+             tls: bool = False, require_client_cert: bool = False) -> ZooKeeperEnsemble:
         """Ports and directories for `size` servers; with `tls`, a new throw-away CA and server certificate in
-        `base_dir/tls` (kept if one is there: clients hold its CA) and a secure client port per server."""
+        `base_dir/tls` (kept if one is there: clients hold its CA) and a secure client port per server, which
+        with `require_client_cert` refuses clients that present no certificate signed by that CA."""
+        if require_client_cert and not tls:
+            raise EmbeddedError("requiring a client certificate needs TLS")
         if size < 1:
             raise EmbeddedError(f"--zk-servers must be at least 1, got {size}")
         if client_port is not None:
@@ -167,7 +173,7 @@ class ZooKeeperEnsemble:
         for node in nodes:
             node.secure_port = next(p for p in iter(free_port, None) if p not in used)
             used.add(node.secure_port)
-        return cls(nodes, files)
+        return cls(nodes, files, require_client_cert)
 
     def _write_config(self, node: ZooKeeperNode) -> None:
         node.data_dir.mkdir(parents=True, exist_ok=True)
@@ -184,8 +190,9 @@ class ZooKeeperEnsemble:
                 f"secureClientPort={node.secure_port}", "secureClientPortAddress=127.0.0.1",
                 f"ssl.keyStore.location={self.tls.server}", "ssl.keyStore.type=PEM",
                 f"ssl.trustStore.location={self.tls.ca}", "ssl.trustStore.type=PEM",
-                # A client certificate is checked when offered, not required (ZooKeeper's default is "need").
-                "ssl.clientAuth=want",
+                # want: a client certificate is checked when offered, not required; need (ZooKeeper's default,
+                # X509Util.ClientAuth) refuses a client without one during the handshake.
+                f"ssl.clientAuth={'need' if self.require_client_cert else 'want'}",
             ]
         if len(self.nodes) > 1:
             lines += [f"server.{n.server_id}=127.0.0.1:{n.quorum_port}:{n.election_port}" for n in self.nodes]
@@ -245,9 +252,11 @@ class ZooKeeperEnsemble:
         return bool(node.process) and stop_process(node.process)
 
     def to_dict(self) -> dict:
-        return {"nodes": [n.to_dict() for n in self.nodes], "tls": str(self.tls.directory) if self.tls else None}
+        return {"nodes": [n.to_dict() for n in self.nodes], "tls": str(self.tls.directory) if self.tls else None,
+                "require_client_cert": self.require_client_cert}
 
     @classmethod
     def from_dict(cls, data: dict) -> ZooKeeperEnsemble:
         tls = data.get("tls")
-        return cls([ZooKeeperNode.from_dict(n) for n in data["nodes"]], TlsFiles(Path(tls)) if tls else None)
+        return cls([ZooKeeperNode.from_dict(n) for n in data["nodes"]], TlsFiles(Path(tls)) if tls else None,
+                    bool(data.get("require_client_cert", False)))

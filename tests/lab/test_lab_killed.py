@@ -20,7 +20,9 @@ MEMBER_MODULES = {"zk": "zkconsumer.lab.zk_member", "coordinator": "zkconsumer.l
 def test_a_killed_lab_run_leaves_no_member_and_no_server(tmp_path: Path, design: str) -> None:
     # Long enough that the kill lands while the group runs: the run would last a minute on its own.
     scenario = tmp_path / "long.toml"
-    scenario.write_text(SHORT.format(designs=f'["{design}"]').replace("duration = 3.0", "duration = 60.0"))
+    long = SHORT.format(designs=f'["{design}"]').replace("duration = 9.0", "duration = 60.0")
+    assert "duration = 60.0" in long  # SHORT's duration changed: replace its new value
+    scenario.write_text(long)
     out = tmp_path / "out"
     with open(tmp_path / "lab.log", "w") as log:
         lab = subprocess.Popen([sys.executable, "-m", "zkconsumer", "lab", "run", str(scenario), "--design", design,

@@ -65,7 +65,7 @@ class ListeningSampler:
 
 @pytest.mark.slow  # three daemon JVMs, a driver JVM and two executor JVMs on two cores
 @pytest.mark.timeout(900)  # with the local analysis it is compared to, when no other test has run that yet
-@pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason=f"no spark-submit next to {sys.executable}")
+@pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason=f"missing tool: spark-submit next to {sys.executable}")
 def test_the_job_on_a_standalone_cluster_writes_the_local_tables(
         hand_runs, analysed: AnalysisResult, spark: SparkSession, session_lifeline, tmp_path: Path) -> None:
     out, events = tmp_path / "report", tmp_path / "events"

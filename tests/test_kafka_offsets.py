@@ -103,6 +103,12 @@ def test_a_partition_the_broker_refuses_is_not_reported_committed(cluster, caplo
         manager.close()
 
 
+def _assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
+    """What the group gave `consumer` so far; kafka-python joins (and rejoins) only inside poll, so poll first."""
+    consumer.poll(timeout_ms=100)
+    return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+
 def test_commits_are_refused_while_a_coordinator_design_member_is_in_the_group(cluster, caplog):
     """A migration's middle: the broker stores commits without a generation only for a group with no members of
     its own, so once a new consumer with the same group.id has joined, every partition is refused (and the error
@@ -114,8 +120,8 @@ def test_commits_are_refused_while_a_coordinator_design_member_is_in_the_group(c
     joined = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group, session_timeout_ms=6000,
                            heartbeat_interval_ms=500, enable_auto_commit=False)
     try:
-        wait_for(lambda: joined.poll(timeout_ms=100) is not None and joined.assignment(), WAIT_S,
-                 message="the coordinator-design member to be assigned the partitions")
+        wait_for(lambda: _assigned(joined) == {(topic, 0), (topic, 1)}, WAIT_S,
+                 message="the coordinator-design member to be assigned both partitions")
         with caplog.at_level(logging.ERROR, logger=kafka_offsets.__name__):
             assert manager.commit(offsets) == set()
         refusals = [r.getMessage() for r in caplog.records if "refused the commit" in r.getMessage()]

@@ -541,7 +541,10 @@ def test_a_spread_must_keep_the_actions_in_order_and_inside_the_run():
         "(duration = 10.0 s): shorten it or raise duration"]
     assert errors(churn('at = 1.0\naction = "join"\nspread = -1.0')) == [
         'x.toml: churn[0].spread: spread must be >= 0 seconds or "heartbeat", got -1.0']
-    assert len(errors(churn('at = 1.0\naction = "join"\nspread = "beat"'))) >= 1
+    # A misspelt "heartbeat": each branch of the setting's type says why it does not fit, the second naming the word.
+    assert errors(churn('at = 1.0\naction = "join"\nspread = "beat"')) == [
+        "x.toml: churn[0].spread.float: must be a valid number, got 'beat'",
+        "x.toml: churn[0].spread.\"literal['heartbeat']\": must be 'heartbeat', got 'beat'"]
 
 
 def test_shipped_scenarios_draw_the_phase_of_every_change_incumbents_must_hear_of():

@@ -45,15 +45,24 @@ def test_a_stop_wakes_a_put_that_waits_for_room() -> None:
 
     assert queue.put(FetchedDataChunk(b"", 0, info, 0))
     stopping = threading.Event()
+    checks: list[bool] = []  # what the waiting put saw each time it looked at its stop flag
+
+    def interrupted() -> bool:
+        checks.append(stopping.is_set())
+        return checks[-1]
+
     returned: list[bool] = []
     putter = threading.Thread(target=lambda: returned.append(
-        queue.put(FetchedDataChunk(b"", 0, info, 0), timeout=None, interrupted=stopping.is_set)), name="putter")
+        queue.put(FetchedDataChunk(b"", 0, info, 0), timeout=None, interrupted=interrupted)), name="putter")
     putter.start()
-    queue.wake_putters()  # a wake-up with nothing to stop for: it waits on
-    putter.join(0.2)
-    assert putter.is_alive()
+    # The put looks at the flag under the queue's lock and keeps it until it waits: a wake-up sent after the first
+    # look reaches it waiting.
+    wait_for(lambda: checks == [False], 10, message="the put to find the queue full and wait")
+    queue.wake_putters()  # a wake-up with nothing to stop for: it looks again, and waits on
+    wait_for(lambda: checks == [False, False], 10, message="the put to look at its flag again after the wake-up")
+    assert putter.is_alive() and returned == []
     stopping.set()
     queue.wake_putters()
     putter.join(10)  # without the wake it would wait forever (timeout=None)
-    assert not putter.is_alive() and returned == [False]
+    assert not putter.is_alive() and returned == [False] and checks == [False, False, True]
     assert queue.qsize() == 1

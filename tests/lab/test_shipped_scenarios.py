@@ -7,6 +7,8 @@ scenario is about."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import tomllib
 from collections import defaultdict
 from importlib import resources
@@ -213,21 +215,64 @@ def _shows_rolling(records, design, summary) -> None:
     assert [m for r in restarts for m in r["members"]] == ["m0", "m1"]
 
 
-def _shows_start(records, design, summary) -> None:
-    assert summary.first_owned_s is not None and summary.joins == len(_joined(records))
+def _joins(records) -> list[tuple[float, str]]:
+    """(when the run started it, member) of each join, in order."""
+    return [(r["ts"], m) for r in records if r["type"] == "membership" and r["action"] == "join" for m in r["members"]]
 
 
-def _joined(records) -> list[str]:
-    return [m for r in records if r["type"] == "membership" and r["action"] == "join" for m in r["members"]]
+def _first_owned(records, design) -> dict[str, float]:
+    """member -> when it first owned a partition (a successful claim; an assignment with partitions)."""
+    first: dict[str, float] = {}
+    for r in records:
+        owns = (r["type"] == "member_event" and r["kind"] == "claim" and r["ok"]) if design == "zk" else (
+            r["type"] == "generation" and r["kind"] == "assigned" and r["partitions"])
+        if owns:
+            first.setdefault(r["member"], r["ts"])
+    return first
+
+
+def _churn(name: str) -> dict[str, Any]:
+    [churn] = SHRUNK[name]["churn"]
+    return churn
+
+
+def _shows_start(name: str, records, design, summary) -> None:
+    """Members join an empty group (all at once, or `interval` apart) and every one of them gets a share; the
+    summary's first ownership is the first member's, timed from the first join."""
+    joins = _joins(records)
+    sweep = SHRUNK[name].get("sweep", {})
+    count = sweep["values"][0] if sweep.get("axis") == "joiners" else _churn(name)["count"]
+    interval = _churn(name).get("interval", 0.0)
+    assert len(joins) == summary.joins == count
+    assert all(later - earlier >= interval for (earlier, _), (later, _) in itertools.pairwise(joins)), joins
+    first = _first_owned(records, design)
+    owners = set(final_owners(records, design).values())
+    assert owners == {m for _, m in joins}, (owners, joins)  # 4 partitions, at most 3 members: each has one
+    assert all(first[m] > joined for joined, m in joins), (first, joins)
+    if not interval:  # all at once: every member had joined before the first rebalance gave anyone a partition
+        assert joins[-1][0] < min(first.values()), (first, joins)
+    assert summary.first_owned_s == min(first.values()) - joins[0][0]
 
 
 def _shows_stagger(records, design, summary) -> None:
-    assert len(_joined(records)) == 3 and summary.joins == 3
+    """Three members join a settled group of two, `interval` apart, and each ends with a share beside them."""
+    joins = _joins(records)
+    churn = _churn("staggered-join")
+    assert len(joins) == summary.joins == churn["count"]
+    assert all(later - earlier >= churn["interval"] for (earlier, _), (later, _) in itertools.pairwise(joins)), joins
+    first = _first_owned(records, design)
+    incumbents = {m for m in first if m not in {j for _, j in joins}}
+    assert len(incumbents) == SHRUNK["staggered-join"]["group"]["members"]
+    assert max(first[m] for m in incumbents) < joins[0][0], (first, joins)  # the group had settled
+    assert all(first[m] > joined for joined, m in joins), (first, joins)
+    # 6 partitions, 5 members: every member owns at the end
+    assert set(final_owners(records, design).values()) == incumbents | {m for _, m in joins}
 
 
 SHOWS = {"add-partitions": _shows_growth, "crash": _shows_crash, "expiry-storm": _shows_expiry,
          "far-members": _shows_distance, "herd": _shows_join, "restart-trap": _shows_trap,
-         "rolling-restart": _shows_rolling, "rolling-start": _shows_start, "simultaneous-start": _shows_start,
+         "rolling-restart": _shows_rolling, "rolling-start": functools.partial(_shows_start, "rolling-start"),
+         "simultaneous-start": functools.partial(_shows_start, "simultaneous-start"),
          "staggered-join": _shows_stagger}
 
 

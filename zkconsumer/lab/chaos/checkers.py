@@ -3,13 +3,16 @@ history can be judged again and a checker added without running the faults again
 
 Each checker returns a `CheckResult`: its violations charged to the fault in whose window they happened, the first
 one with an excerpt of the history around it, and what it measured. Invariant 5 (two members reading one partition
-at once) is measured, never a violation: the 0.8 design allows it around a session expiry.
+at once) is measured, never a violation: the 0.8 design allows it around a session expiry. A checker that raises
+leaves its invariant unknown, not the whole verdict lost (`check_all`, as Jepsen's `check-safe` does).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import logging
+import traceback
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +21,8 @@ from typing import Any
 from zkconsumer.lab.chaos.history import History
 from zkconsumer.lab.chaos.prescribed import converged, member_of_thread
 from zkconsumer.lab.chaos.reading import overlap_windows
+
+log = logging.getLogger(__name__)
 
 HANG_S = 3.0  # a member process writes `health` every second: three missed ones while it runs and is not paused
 THREAD_SLACK = 4  # threads a member may gain over its first healthy count (a fetcher per broker comes and goes)
@@ -35,10 +40,19 @@ class CheckResult:
     first_violation: list[str] = field(default_factory=list)
     measurements: dict[str, Any] = field(default_factory=dict)
     per_fault: dict[int, dict[str, Any]] = field(default_factory=dict)  # fault id -> what was measured in it
+    error: str | None = None  # the checker raised this: nothing above was judged (check_all)
+    trace: str | None = None  # ... and where
 
     @property
     def violation_count(self) -> int:
         return sum(self.violations.values())
+
+    @property
+    def verdict(self) -> str:
+        """"unknown" when the checker failed, "fail" when an invariant that counts violations has one, else "pass"."""
+        if self.error is not None:
+            return "unknown"
+        return "fail" if self.counts_as_violation and self.violation_count else "pass"
 
     def violate(self, history: History, ts: float, what: str, types: tuple[str, ...] = ()) -> None:
         fault_id = history.fault_id(ts)
@@ -49,7 +63,7 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"invariant": self.invariant, "name": self.name, "counts_as_violation": self.counts_as_violation,
-                "violations": self.violation_count,
+                "verdict": self.verdict, "error": self.error, "trace": self.trace, "violations": self.violation_count,
                 "by_fault": {str(k): v for k, v in self.violations.items()},
                 "first_violation": self.first_violation, "measurements": self.measurements,
                 "per_fault": {str(k): v for k, v in self.per_fault.items()}}
@@ -271,9 +285,22 @@ def check_member_health(history: History) -> CheckResult:
     return result
 
 
-CHECKERS = (check_stale_owners, check_reconvergence, check_offset_audit, check_commits_monotonic, check_overlaps,
-            check_member_health)
+Checker = Callable[[History], CheckResult]
+CHECKERS: tuple[tuple[int, Checker], ...] = (  # (the invariant, its checker)
+    (1, check_stale_owners), (2, check_reconvergence), (3, check_offset_audit), (4, check_commits_monotonic),
+    (5, check_overlaps), (6, check_member_health))
 
 
-def check_all(history: History) -> list[CheckResult]:
-    return [checker(history) for checker in CHECKERS]
+def check_all(history: History, checkers: tuple[tuple[int, Checker], ...] | None = None) -> list[CheckResult]:
+    """Every checker (CHECKERS unless given) over the history, each on its own, as Jepsen's `check-safe` runs a
+    checker: one that raises gives its invariant the verdict "unknown" with the error (an unforeseen record, a bug
+    in the checker), and the other invariants are still judged."""
+    results = []
+    for invariant, checker in CHECKERS if checkers is None else checkers:
+        try:
+            results.append(checker(history))
+        except Exception as exc:
+            log.exception("chaos: the checker of invariant %d (%s) failed", invariant, checker.__name__)
+            results.append(CheckResult(invariant, checker.__name__, error=f"{type(exc).__name__}: {exc}",
+                                       trace=traceback.format_exc()))
+    return results

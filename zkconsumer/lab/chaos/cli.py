@@ -1,6 +1,7 @@
 """`zkconsumer lab chaos` (run a fault campaign, then judge it) and `zkconsumer lab chaos-check DIR` (judge a
 recorded campaign again, with today's checkers). Both print the per-fault table and the number of violations, and
-exit 1 when there is any (invariants 1 to 4 and 6; overlap windows are measured, never a violation)."""
+exit 1 when there is any (invariants 1 to 4 and 6; overlap windows are measured, never a violation), else 2 when an
+invariant is unknown (its checker failed: checkers.check_all), else 0; Jepsen's test runner exits the same way."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def judge(run_dir: Path) -> tuple[dict[str, Any], str, int]:
     results = check_all(history)
     rows = campaign_table(history, results)
     violations = sum(r.violation_count for r in results if r.counts_as_violation)
-    document = {"violations": violations, "table": rows, "checks": [r.to_dict() for r in results],
-                "bad_trace_lines": history.bad_lines}
+    unknown = [r.invariant for r in results if r.verdict == "unknown"]
+    valid: bool | str = False if violations else "unknown" if unknown else True
+    document = {"valid": valid, "violations": violations, "unknown": unknown, "table": rows,
+                "checks": [r.to_dict() for r in results], "bad_trace_lines": history.bad_lines}
     return document, format_table(rows), violations
 
 
@@ -40,10 +43,20 @@ def _report(run_dir: Path) -> None:
             click.echo(f"invariant {check['invariant']} ({check['name']}): first violation:")
             for line in check["first_violation"]:
                 click.echo(f"  {line}")
-    click.echo(f"violations: {violations}")
+        if check["verdict"] == "unknown":
+            click.echo(f"invariant {check['invariant']} ({check['name']}): UNKNOWN, its checker failed: "
+                       f"{check['error']}")
+    unknown = document["unknown"]
+    if unknown:
+        click.echo(f"violations: {violations} in the invariants judged; UNKNOWN: invariant "
+                   f"{', '.join(map(str, unknown))} (not judged)")
+    else:
+        click.echo(f"violations: {violations}")
     click.echo(f"results: {path}")
     if violations:
         raise SystemExit(1)
+    if unknown:
+        raise SystemExit(2)
 
 
 @click.command("chaos")

@@ -1,5 +1,6 @@
 """The campaign's closing table: per fault kind, how often it was injected, how fast the group re-converged, what
-it cost (duplicates, overlap windows) and what it broke (violations per invariant), from the checkers' results."""
+it cost (duplicates, overlap windows) and what it broke (violations per invariant), from the checkers' results.
+An invariant whose checker failed reads "unknown" in every row (checkers.check_all)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from zkconsumer.lab.chaos.history import History
 
 COLUMNS = ("kind", "count", "reconv_median_s", "reconv_max_s", "duplicates", "overlaps", "overlap_max_s",
            "violations")
+UNKNOWN = "unknown"  # an invariant's count in a row when its checker failed
 
 
 def campaign_table(history: History, results: list[CheckResult]) -> list[dict[str, Any]]:
@@ -30,7 +32,9 @@ def campaign_table(history: History, results: list[CheckResult]) -> list[dict[st
             row["overlap_max_s"] = max(row["overlap_max_s"], measured.get("overlap_max_s", 0.0))
             if result.counts_as_violation and result.violations.get(window.fault_id):
                 row["violations"][str(result.invariant)] = result.violations[window.fault_id]
+    unknown = [str(r.invariant) for r in results if r.verdict == "unknown"]
     for kind, row in rows.items():
+        row["violations"].update(dict.fromkeys(unknown, UNKNOWN))
         seconds = times.get(kind, [])
         row["reconv_median_s"] = round(statistics.median(seconds), 2) if seconds else None
         row["reconv_max_s"] = round(max(seconds), 2) if seconds else None

@@ -114,6 +114,8 @@ class MemberView:
     lost: int = 0
     consumed: int = 0
     exit_codes: list[int | None] = field(default_factory=list)
+    # (stage, error) of the live incarnation's own `failed` record: what ended it, as the member saw it
+    failure: tuple[str, str] | None = None
 
     def fold(self, record: dict[str, Any]) -> None:
         # Lines of an earlier incarnation can only precede the new one's, but a killed member's last
@@ -151,6 +153,8 @@ class MemberView:
                 self.current_since = record.get("ts")
         elif record.get("type") == "consume":
             self.consumed += int(record.get("count", 0))
+        elif record.get("type") == "member_event" and kind == "failed":
+            self.failure = (str(record.get("stage")), str(record.get("error")))
 
     @property
     def round_count(self) -> int:
@@ -331,7 +335,7 @@ class CoordinatorDriver:
                 view = self._views[name] = MemberView(name, TraceTail(env.run.path / "traces" / f"{name}.jsonl"))
             self._fold(view)  # the earlier incarnation's last lines, before its state is dropped
             view.incarnation += 1
-            view.current, view.pending = None, False
+            view.current, view.pending, view.failure = None, False, None
             launch = self._launch(name, view.incarnation)
             if self.process_mode == "processes":
                 member: _ProcessMember | _ThreadMember = _ProcessMember(launch, env.run.log_path(name))
@@ -388,10 +392,20 @@ class CoordinatorDriver:
 
     def failed(self) -> dict[str, str]:
         """Members that ended on their own (a crash at start-up, a broker that cannot run their protocol), with
-        where to look: a member the driver stopped, killed or replaced is no longer among them."""
+        why where the member wrote it (`failed to bootstrap (KafkaTimeoutError: ...)`) and where to look: a member
+        the driver stopped, killed or replaced is no longer among them."""
         with self._lock:
             members = dict(self._members)
-        return {name: error for name, member in members.items() if (error := member.error()) is not None}
+            found = {name: error for name, member in members.items() if (error := member.error()) is not None}
+            for name, ended in list(found.items()):
+                view = self._views.get(name)
+                if view is not None:
+                    self._fold(view)  # its last record may be the `failed` one
+                if view is not None and view.failure is not None:
+                    stage, error = view.failure
+                    what = "failed to bootstrap" if stage == "bootstrap" else f"failed in {stage}"
+                    found[name] = f"{what} ({error}); {ended}"
+        return found
 
     def live_members(self) -> list[str]:
         with self._lock:

@@ -98,6 +98,12 @@ def assignment_generation(consumer: KafkaConsumer) -> int:
     return consumer.group_metadata().generation_id
 
 
+def _described(exc: BaseException) -> str:
+    """`Type: message`, once: kafka-python's errors already start their message with their type's name."""
+    text = str(exc)
+    return text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
+
+
 def partition_names(partitions: Any) -> list[str]:
     return sorted(f"{tp.topic}/{tp.partition}" for tp in partitions)
 
@@ -208,8 +214,10 @@ class CoordinatorMember:
     # --- the two threads ---------------------------------------------------------------------------------
 
     def _poll_loop(self) -> None:
+        stage = "bootstrap"  # KafkaConsumer() reaches a broker and asks its API versions before it returns
         try:
             consumer = KafkaConsumer(**self.settings.consumer_config())
+            stage = "poll"
             with self._lock:
                 if self._closing:  # stopped while connecting
                     consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
@@ -237,6 +245,9 @@ class CoordinatorMember:
         except BaseException as exc:
             self.error = exc
             log.exception("lab member %s: failed", self.name)
+            # The driver names the member and why in the run's status (CoordinatorDriver.failed): an exit code
+            # alone cannot tell a member that never reached the broker from one that crashed later.
+            self.trace.write("member_event", member=self.name, kind="failed", stage=stage, error=_described(exc))
         finally:
             self._polling_done.set()
             self._stop.set()

@@ -258,6 +258,9 @@ class CaseRun:
                 resumes.remove((due, name))
                 self.changes.membership("resume", [name], -1)
                 driver.resume(name)
+            # A member that ends on its own stops the run: once it is no longer live the rest of the group can look
+            # stable, and the run would complete without it (and with its changes' identities failing).
+            self.changes.raise_if_failed(driver)
             self.changes.track(driver)
             if now >= self.scenario.duration and not steps and not resumes:
                 break

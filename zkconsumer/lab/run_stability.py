@@ -4,6 +4,7 @@ the time the group then takes to be stable again (a `stable` record), measured a
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -71,10 +72,7 @@ class ChangeTracker:
         began = time.monotonic()
         deadline = began + timeout
         while not self._stop.is_set():
-            failed = driver.failed() if hasattr(driver, "failed") else {}
-            if failed:
-                reasons = "; ".join(f"member {name} {why}" for name, why in failed.items())
-                raise LabRunError(f"{self.design} design: {reasons}")
+            self.raise_if_failed(driver)
             if driver.stable():
                 if self._pending is not None:
                     self.track(driver)
@@ -86,3 +84,28 @@ class ChangeTracker:
                 return False
             time.sleep(POLL_S)
         return False
+
+    def raise_if_failed(self, driver: DesignDriver) -> None:
+        """``LabRunError`` naming the members that ended on their own, if any: a group that is stable only because
+        its failed members are no longer live is not a run that completed."""
+        failed = driver.failed() if hasattr(driver, "failed") else {}
+        if failed:
+            raise LabRunError(f"{self.design} design: {describe_failures(failed)}")
+
+
+def describe_failures(failed: dict[str, str]) -> str:
+    """`member m1 <why>` for one; members that failed alike named together first, e.g. `members failed to bootstrap:
+    m1, m2 (member m1 failed to bootstrap (...); ...)`. Alike: the same words before the first ` (`, `: ` or `; ` of
+    their why."""
+    if len(failed) == 1:
+        [(name, why)] = failed.items()
+        return f"member {name} {why}"
+    groups: dict[str, list[str]] = {}
+    for name in sorted(failed):
+        groups.setdefault(re.split(r" \(|: |; ", failed[name], maxsplit=1)[0], []).append(name)
+    parts = []
+    for what, names in groups.items():
+        details = "; ".join(f"member {name} {failed[name]}" for name in names)
+        parts.append(f"members {what}: {', '.join(names)} ({details})" if len(names) > 1
+                     else f"member {names[0]} {failed[names[0]]}")
+    return "; ".join(parts)

@@ -14,7 +14,7 @@ from analysis_builders import RunBuilder
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
-from zkconsumer.lab.analysis.modes_tables import METRICS, ZOOKEEPER_ONLY, has_modes, modes_frame
+from zkconsumer.lab.analysis.modes_tables import METRICS, ZOOKEEPER_ONLY
 from zkconsumer.lab.analysis.readers import load_runs
 from zkconsumer.lab.designs import FAITHFUL, design_label
 from zkconsumer.modes import mode_properties
@@ -153,5 +153,6 @@ def test_the_other_sections_show_the_faithful_runs_only(modal):
 def test_runs_without_a_mode_give_no_table(spark, tmp_path):
     one_join(tmp_path, "sj", "sj-r0", "zk", FAITHFUL, 12, 0.8, 0.5)
     one_join(tmp_path, "sj", "sj-r0", "coordinator", FAITHFUL, 5, 0.45, 0.2)
-    runs = load_runs([tmp_path])
-    assert len(runs) == 2 and not has_modes(modes_frame(spark, runs))
+    assert len(load_runs([tmp_path])) == 2
+    result = analyze([tmp_path], tmp_path / "report", spark, predict_to=None)
+    assert "modes" not in result.tables and "Opt-in modes" not in result.report.read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab import gaps
-from zkconsumer.lab.analysis.metrics import with_counting_gaps
+from zkconsumer.lab.analysis.metrics import wire_gap_counts, with_counting_gaps
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
 from zkconsumer.lab.analysis.report import counting_gaps_flag
 from zkconsumer.lab.summary import render, summarize
@@ -87,7 +87,7 @@ def test_undecodable_streams_and_requests_into_a_blackhole_flag_the_run(zk_serve
     # The Spark side, on the same files: the job's reader, then the runs table's gap columns (metrics.py).
     traces = read_traces(spark, load_runs([tmp_path / "runs"]))
     per_run = traces.errors.groupBy("run_id").agg(F.sum("bad_lines").alias("bad_lines"))
-    runs = {r["run_id"]: r.asDict() for r in with_counting_gaps(per_run, traces.records).collect()}
+    runs = {r["run_id"]: r.asDict() for r in with_counting_gaps(per_run, wire_gap_counts(traces.records)).collect()}
     traces.cached.unpersist()
     assert (runs["with-gaps"]["undecodable_streams"], runs["with-gaps"]["blackholed_requests"],
             runs["with-gaps"]["counting_gaps"]) == (1, dropped, reason)

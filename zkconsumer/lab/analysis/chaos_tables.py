@@ -29,7 +29,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from zkconsumer.lab.analysis.chaos_report import ChaosSection
-from zkconsumer.lab.analysis.readers import RunInfo, read_traces
+from zkconsumer.lab.analysis.held import Held, hold
+from zkconsumer.lab.analysis.readers import RunInfo
 
 log = logging.getLogger(__name__)
 
@@ -183,22 +184,17 @@ def chaos_tables(spark: SparkSession, records: DataFrame, campaigns: list[tuple[
     return {"chaos_faults": faults, "chaos_kinds": kinds}
 
 
-def analyze_campaigns(spark: SparkSession, campaigns: list[RunInfo], out_dir: Path
-                      ) -> tuple[dict[str, Path], ChaosSection]:
-    """The job's campaign part: read the campaigns' traces (apart from the standard runs'), write chaos_faults and
-    chaos_kinds under OUT/tables/ and return them with the report section's rows (one per fault and kind)."""
-    traces = read_traces(spark, campaigns)
-    paths: dict[str, Path] = {}
-    for name, df in chaos_tables(spark, traces.records, [(c.run_id, c.path) for c in campaigns]).items():
-        paths[name] = out_dir / "tables" / name
-        df.write.mode("overwrite").parquet(str(paths[name]))
-    if traces.cached is not None:
-        traces.cached.unpersist()
+def analyze_campaigns(spark: SparkSession, records: DataFrame, campaigns: list[RunInfo], bad_lines: int = 0
+                      ) -> tuple[dict[str, Held], ChaosSection]:
+    """The job's campaign part, from the campaigns' good trace records (read with the runs', readers.py): the
+    chaos_faults and chaos_kinds tables, held (held.py: one query for both), with the report section's rows (one
+    per fault and kind)."""
+    tables = hold(spark, chaos_tables(spark, records, [(c.run_id, c.path) for c in campaigns]))
 
     def rows(name: str, *order: str) -> list[dict[str, Any]]:  # per fault or kind: a campaign's few hundred rows
-        return [r.asDict() for r in spark.read.parquet(str(paths[name])).orderBy(*order).collect()]
+        return sorted(tables[name].rows(), key=lambda r: tuple((r[k] is not None, r[k]) for k in order))
 
     totals = {c.run_id: verdict_rows(c.run_id, c.path)[1] for c in campaigns}
-    return paths, ChaosSection(faults=rows("chaos_faults", "run_id", "start_ts"),
-                               kinds=rows("chaos_kinds", "run_id", "kind"), violations=totals,
-                               bad_lines=traces.bad_lines)
+    return tables, ChaosSection(faults=rows("chaos_faults", "run_id", "start_ts"),
+                                kinds=rows("chaos_kinds", "run_id", "kind"), violations=totals,
+                                bad_lines=bad_lines)

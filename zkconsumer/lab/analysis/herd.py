@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 import zkconsumer.lab.analysis.owner_nodes as wire
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.fit import fit_from_moments, residual_sum
+from zkconsumer.lab.analysis.held import Held, held_frame
 from zkconsumer.lab.analysis.schemas import FIT_SCHEMA, PARTITION_LIST
 from zkconsumer.lab.analysis.windows import attach_change
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
@@ -195,7 +196,7 @@ def rounds_column(design: Column | str = "design") -> tuple[Column, Column]:
     return rounds, F.when(broker, rounds).otherwise(F.col("rebalances"))
 
 
-def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:
+def herd_fit(spark: SparkSession, runs: DataFrame) -> Held:
     """Per (scenario, design, process mode) sweep and metric: the least-squares polynomial of the per-change cost
     in N (`FIT_DEGREE`: a·N² + b·N + c for ZooKeeper requests, a·N + b otherwise), from every run with N > 0 and at
     least one change, with its residuals: `rms_residual` over the runs, `max_abs_residual` of the mean per N.
@@ -234,4 +235,4 @@ def herd_fit(spark: SparkSession, runs: DataFrame) -> DataFrame:
         a = [*fit.coefficients, None, None][:3]
         rows.append((*key, fit.n, len(parts), min(p["n"] for p in parts), max(p["n"] for p in parts), degree,
                      a[2], a[1], a[0], fit.rms_residual, max(abs(p["mean"] - fit(p["n"])) for p in parts)))
-    return spark.createDataFrame(rows, FIT_SCHEMA)
+    return held_frame("herd_fit", rows, FIT_SCHEMA)

@@ -22,6 +22,7 @@ import argparse
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -31,17 +32,16 @@ import zkconsumer.lab.analysis.predictions as sim
 from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.chaos_tables import analyze_campaigns, is_campaign
+from zkconsumer.lab.analysis.held import Held, held_frame, hold, planned_whole
 from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
-from zkconsumer.lab.analysis.migrate_tables import has_migrate_runs, migrate_tables
-from zkconsumer.lab.analysis.modes_tables import faithful_runs, has_modes, in_order, modes_frame, modes_table
+from zkconsumer.lab.analysis.modes_tables import modes_frame, modes_order, modes_table, run_mode
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
-from zkconsumer.lab.analysis.ownership import contention_events
-from zkconsumer.lab.analysis.readers import load_runs, read_traces, runs_frame
+from zkconsumer.lab.analysis.readers import RunInfo, Traces, load_runs, read_traces, runs_frame
 from zkconsumer.lab.analysis.report import ReportData, Timeline, render
 from zkconsumer.lab.analysis.windows import RECOVERY_MARGIN_S, recovery_span
-from zkconsumer.lab.designs import DESIGNS
+from zkconsumer.lab.designs import DESIGNS, FAITHFUL
 
 log = logging.getLogger(__name__)
 
@@ -95,91 +95,109 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
 
     With `predict_to` (None: no simulation), the scale simulation predicts every run of one member joining a
     settled group and the group sizes above them up to `predict_to` (predictions.py): tables `predictions` (one
-    sweep row per N) and `prediction_comparison` (observed next to predicted, per run and metric)."""
+    sweep row per N) and `prediction_comparison` (observed next to predicted, per run and metric).
+
+    The trace lines are read and parsed once (readers.py) for the runs and the campaigns alike; the tables are
+    computed a step at a time, each step one query (metrics.py, held.py), and the report is made from the rows
+    the job holds: nothing is read back."""
     began = time.monotonic()
     runs = load_runs([Path(p) for p in run_dirs])
     if not runs:  # before a JVM is started for nothing
         raise InputError(f"no run directory (with a manifest.json) under {', '.join(map(str, run_dirs))}: give "
                          "`lab run --out` directories or run directories")
     spark = spark or session()
+    with planned_whole(spark):
+        return _analyze(spark, runs, out_dir, predict_to, began)
+
+
+def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to: int | None,
+             began: float) -> AnalysisResult:
     # fault campaigns have no case or churn: kept out of the standard tables, analysed apart (chaos_tables.py)
     campaigns = [r for r in runs if is_campaign(r.scenario)]
     runs = [r for r in runs if not is_campaign(r.scenario)]
-    if not runs:
-        paths, chaos = analyze_campaigns(spark, campaigns, out_dir)
-        data = ReportData([], [], [], [], [], [], [], chaos=chaos)
-        return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
-                              time.monotonic() - began)
-    log.info("analysing %d runs", len(runs))
-    runs_df = runs_frame(spark, runs)
-    traces = read_traces(spark, runs)
-    tables, cached = compute(spark, traces.records, runs_df, traces.errors)
-    tables["contention"] = contention_events(traces.records)  # the split-brain section's events (split_brain.py)
-    modes = modes_frame(spark, runs)
-    modal = has_modes(modes)
-    if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)
-        tables["modes"] = modes_table(tables["runs"], modes)
-    if has_migrate_runs(traces.records):  # the migrate scenario's steps and audit (migrate_tables.py)
-        tables.update(migrate_tables(traces.records))
+    traces = read_traces(spark, runs + campaigns)
+    campaign_ids = {c.run_id for c in campaigns}
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for name, df in tables.items():
-        paths[name] = out_dir / "tables" / name
-        df.write.mode("overwrite").parquet(str(paths[name]))
-    # The report reads the tables just written: their rows are final and small (the intervals are filtered).
+
+    def write(tables: dict[str, Held]) -> None:
+        for name, table in tables.items():
+            paths[name] = table.write(out_dir / "tables" / name)
+
+    chaos = None
+    if campaigns:
+        chaos_held, chaos = analyze_campaigns(spark, _only(traces.records, campaign_ids), campaigns,
+                                              traces.of(campaign_ids)[1])
+        write(chaos_held)
+    if not runs:
+        data = ReportData([], [], [], [], [], [], [], chaos=chaos)
+        _release(traces)
+        return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
+                              time.monotonic() - began)
+    lines, bad_lines = traces.of({r.run_id for r in runs})
+    log.info("analysing %d runs", len(runs))
+    records = _only(traces.records, {r.run_id for r in runs}) if campaigns else traces.records
+    errors = traces.errors.filter(~F.col("run_id").isin(*campaign_ids)) if campaigns else traces.errors
+    tables = compute(spark, records, runs_frame(spark, runs), errors)
+    modes = {r.run_id: run_mode(r) for r in runs}
+    modal = any(mode != FAITHFUL for mode in modes.values())
+    if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)
+        tables["modes"] = hold(spark, {"modes": modes_table(tables["runs"].frame(spark),
+                                                             modes_frame(spark, runs))})["modes"]
+    write(tables)
     # The other sections compare designs, and a mode's run is the zk design: they show the faithful runs only
-    data = _report_data(spark, paths, faithful_runs(modes) if modal else None)
+    data = _report_data(tables, {r for r, m in modes.items() if m == FAITHFUL} if modal else None)
+    data.chaos = chaos
     if modal:
-        data.modes = _rows(in_order(spark.read.parquet(str(paths["modes"]))))
+        data.modes = sorted(tables["modes"].rows(), key=modes_order)
         data.notes.append(f"{len(runs) - len(data.runs)} runs in an opt-in mode are shown in the section \"Opt-in "
                           "modes\" only; every other section and the predictions show the faithful runs (the herd's "
                           "fit excepted: it is fitted over every run of a design).")
-    if "migrate_steps" in paths:
-        data.migrate = MigrateSection(_rows(spark.read.parquet(str(paths["migrate_steps"]))),
-                                      _rows(spark.read.parquet(str(paths["migrate_totals"]))))
+    if "migrate_steps" in tables:
+        data.migrate = MigrateSection(tables["migrate_steps"].rows(), tables["migrate_totals"].rows())
     if predict_to is not None:
         _add_predictions(spark, data, out_dir, paths, predict_to)
-    if campaigns:
-        chaos_paths, data.chaos = analyze_campaigns(spark, campaigns, out_dir)
-        paths.update(chaos_paths)
     report = render(data, out_dir / "report.html")
-    for df in [*cached, traces.cached]:
-        if df is not None:
-            df.unpersist()
+    _release(traces)
     seconds = time.monotonic() - began
-    log.info("analysis of %d runs (%d trace lines, %d bad) in %.1f s", len(runs), traces.lines, traces.bad_lines,
-             seconds)
-    return AnalysisResult(out_dir, report, paths, len(runs), traces.lines, traces.bad_lines, seconds, data.notes)
+    log.info("analysis of %d runs (%d trace lines, %d bad) in %.1f s", len(runs), lines, bad_lines, seconds)
+    return AnalysisResult(out_dir, report, paths, len(runs), lines, bad_lines, seconds, data.notes)
 
 
-def _rows(df: DataFrame) -> list[dict]:
-    # The report's rows, from the tables just written: per run, per change, per member stop or contention event
-    # in the churn, the TOP_OVERLAPS longest overlaps; never per trace line.
-    return [r.asDict() for r in df.collect()]
+def _only(records: DataFrame, run_ids: set[str]) -> DataFrame:
+    return records.filter(F.col("run_id").isin(*sorted(run_ids)))
 
 
-def _report_data(spark: SparkSession, paths: dict[str, Path], only: DataFrame | None = None) -> ReportData:
-    """The report's rows; with `only` (a frame of run ids), of those runs alone wherever a table has runs."""
-    def read(name: str) -> DataFrame:
-        df = spark.read.parquet(str(paths[name]))
-        return df if only is None or "run_id" not in df.columns else df.join(F.broadcast(only), "run_id", "left_semi")
+def _release(traces: Traces) -> None:
+    if traces.cached is not None:
+        traces.cached.unpersist()
 
-    runs = _rows(read("runs"))
-    changes = _rows(read("changes"))
-    pauses = _rows(read("stop_the_world").filter(F.col("change_index").isNotNull()
-                                                  & (F.col("partitions_before") > 0)).select("design", "pause_s"))
-    errors = _rows(read("trace_errors").filter(F.col("bad_lines") > 0).orderBy("run_id", "file"))
-    overlaps = _rows(read("overlaps").filter(F.col("change_index").isNotNull()).orderBy(F.desc("overlap_s"))
-                     .limit(TOP_OVERLAPS))
-    after_expiry = dict(read("overlaps").filter(F.col("change_index").isNotNull() & F.col("after_expiry"))
-                        .groupBy("run_id").count().collect())
+
+def _report_data(tables: dict[str, Held], only: set[str] | None = None) -> ReportData:
+    """The report's rows, from the tables the job holds; with `only` (run ids), of those runs alone wherever a
+    table has runs. Per run, per change, per member stop or contention event in the churn, the TOP_OVERLAPS
+    longest overlaps; never per trace line."""
+    def rows(name: str) -> list[dict]:
+        table = tables[name]
+        found = table.rows()
+        return found if only is None or "run_id" not in table.schema.fieldNames() else [
+            r for r in found if r["run_id"] in only]
+
+    runs = rows("runs")
+    changes = rows("changes")
+    pauses = [{"design": r["design"], "pause_s": r["pause_s"]} for r in rows("stop_the_world")
+              if r["change_index"] is not None and (r["partitions_before"] or 0) > 0]
+    errors = sorted((r for r in rows("trace_errors") if (r["bad_lines"] or 0) > 0), key=lambda r: (r["run_id"],
+                                                                                                     r["file"]))
+    counted = [r for r in rows("overlaps") if r["change_index"] is not None]
+    overlaps = sorted(counted, key=lambda r: -r["overlap_s"])[:TOP_OVERLAPS]
+    after_expiry = Counter(r["run_id"] for r in counted if r["after_expiry"])
     # inside the churn only (the runs' counts are), which leaves out the initial group's many claims
-    churn = read("runs").select("run_id", "churn_start", "churn_end")
-    contention = _rows(read("contention").join(F.broadcast(churn), "run_id")
-                       .filter((F.col("ts") >= F.col("churn_start")) & (F.col("ts") <= F.col("churn_end")))
-                       .drop("churn_start", "churn_end"))
-    timelines = [tl for design in DESIGNS
-                 if (tl := _timeline(read("ownership_intervals"), runs, changes, design)) is not None]
+    churn = {r["run_id"]: (r["churn_start"], r["churn_end"]) for r in runs}
+    contention = [r for r in rows("contention") if r["run_id"] in churn and None not in churn[r["run_id"]]
+                  and churn[r["run_id"]][0] <= r["ts"] <= churn[r["run_id"]][1]]
+    intervals = rows("ownership_intervals")
+    timelines = [tl for design in DESIGNS if (tl := _timeline(intervals, runs, changes, design)) is not None]
     servers = sorted({r["servers"] for r in runs if r.get("servers")})
     notes = [f"Servers: {'; '.join(servers)} (as each run recorded them)." if servers
              else "The runs did not record their servers."]
@@ -196,9 +214,9 @@ def _report_data(spark: SparkSession, paths: dict[str, Path], only: DataFrame | 
             "records)" for b in bases) + ".")
     else:
         notes.append("No consume records in these runs: nothing to audit for duplicates or gaps.")
-    return ReportData(runs=runs, changes=changes, fits=_rows(read("herd_fit")), pauses=pauses, timelines=timelines,
+    return ReportData(runs=runs, changes=changes, fits=rows("herd_fit"), pauses=pauses, timelines=timelines,
                       trace_errors=errors, overlaps=overlaps, notes=notes, contention=contention,
-                      overlaps_after_expiry=after_expiry)
+                      overlaps_after_expiry=dict(after_expiry))
 
 
 def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths: dict[str, Path],
@@ -210,22 +228,22 @@ def _add_predictions(spark: SparkSession, data: ReportData, out_dir: Path, paths
         # identities are checked all the same
         data.comparisons = sim.identities(runs)
     else:
-        paths["predictions"] = out_dir / "tables" / "predictions"
-        frame.write.mode("overwrite").parquet(str(paths["predictions"]))
-        data.predictions = _rows(spark.read.parquet(str(paths["predictions"])))  # once: the sweep is not cached
+        predictions = hold(spark, {"predictions": frame})["predictions"]  # once: the sweep is not cached
+        paths["predictions"] = predictions.write(out_dir / "tables" / "predictions")
+        data.predictions = predictions.rows()
         held_out = predict_held_out(spark, runs)  # time to stable out of sample, when a repeat can be held out
         data.comparisons = (sim.compare(runs, data.predictions, *held_out) if held_out
                             else sim.compare(runs, data.predictions))
     if data.comparisons:
-        paths["prediction_comparison"] = out_dir / "tables" / "prediction_comparison"
-        spark.createDataFrame(sim.rows_as_dicts(data.comparisons), sim.comparison_schema()).write.mode(
-            "overwrite").parquet(str(paths["prediction_comparison"]))
+        comparison = held_frame("prediction_comparison", sim.rows_as_dicts(data.comparisons),
+                                sim.comparison_schema())
+        paths["prediction_comparison"] = comparison.write(out_dir / "tables" / "prediction_comparison")
 
 
-def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], design: str) -> Timeline | None:
+def _timeline(intervals: list[dict], runs: list[dict], changes: list[dict], design: str) -> Timeline | None:
     """The churn step of the first counted change of the design's run closest to TIMELINE_N members that has
     ownership records, from before it to after the group recovered (windows.recovery_span)."""
-    owned = {r["run_id"] for r in intervals.select("run_id").distinct().collect()}
+    owned = {r["run_id"] for r in intervals}
     candidates = sorted((abs((r["members"] or 0) - TIMELINE_N), r["members"] or 0, r["run_id"]) for r in runs
                         if r["design"] == design and r["run_id"] in owned)
     for _, _, run_id in candidates:
@@ -240,14 +258,13 @@ def _timeline(intervals: DataFrame, runs: list[dict], changes: list[dict], desig
         last = step[-1]  # its time to stable is counted from its own record (docs/lab.md)
         stable = None if last.get("stable_s") is None else last["change_ts"] + last["stable_s"] - t0
         # one run's intervals around one churn step: a few per member and partition, what the chart draws
-        rows = (intervals.filter((F.col("run_id") == run_id) & (F.col("end") > lo) & (F.col("start") < t1))
-                .select("member", "tp", "start", "end").collect())
+        shown = [r for r in intervals if r["run_id"] == run_id and r["end"] > lo and r["start"] < t1]
         run = next(r for r in runs if r["run_id"] == run_id)
         return Timeline(design, run_id, run["case"] or run_id, change["action"],
                         ", ".join(c["change_members"] for c in step if c["change_members"]),
                         stable, t1 - t0,
                         [(r["member"], r["tp"], max(r["start"], lo) - t0, min(r["end"], t1) - t0)
-                         for r in rows])
+                         for r in shown])
     return None
 
 

@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.delivery import audit
+from zkconsumer.lab.analysis.held import Held, hold
 from zkconsumer.lab.analysis.herd import (
     answered_epochs,
     epoch_rounds,
@@ -21,9 +22,11 @@ from zkconsumer.lab.analysis.herd import (
     wire_per_change,
     wire_per_run,
 )
+from zkconsumer.lab.analysis.migrate_tables import MIGRATE_TABLES, migrate_runs, migrate_tables
 from zkconsumer.lab.analysis.notice_split import split_per_change, split_per_run
 from zkconsumer.lab.analysis.owner_nodes import blank_unreported, zookeeper_design
 from zkconsumer.lab.analysis.ownership import (
+    contention_events,
     intervals,
     moved,
     overlaps,
@@ -53,39 +56,54 @@ def combine(keys: list[str], base: DataFrame, *parts: DataFrame) -> DataFrame:
             .filter(F.col("_base") == 1).drop("_base"))
 
 
-def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
-            trace_errors: DataFrame) -> tuple[dict[str, DataFrame], list[DataFrame]]:
-    """(name -> table, the intermediate frames it materialised: unpersist them when the tables are written).
-    docs/analysis.md lists every table's columns."""
-    cached: list[DataFrame] = []
+def compute(spark: SparkSession, records: DataFrame, runs: DataFrame, trace_errors: DataFrame) -> dict[str, Held]:
+    """name -> table, every one held by the driver (held.py). docs/analysis.md lists every table's columns.
 
-    def keep(df: DataFrame) -> DataFrame:
-        # Materialised and cut from its lineage: the tables below reuse each frame several times, and without
-        # the cut every plan carries its inputs' whole plans, which grow with each join (planning, and the plan
-        # text Spark renders for every query, then cost more than the data).
-        done = df.localCheckpoint(eager=True)
-        cached.append(done)
-        return done
+    Three queries, one per step, each computing all the frames of its step together:
+    1. the time frame (windows.py): each run's bounds, changes and change windows, and which runs migrate;
+    2. everything read from the trace records, given the windows: wire counts, the members' rebalance events,
+       ownership events and intervals, the delivery audit, the noticing split, answered epochs, the identities'
+       request counts, the counting gaps, contention events, and the migrate tables when a run migrates;
+    3. everything derived from those alone (small, local frames): overlaps, stop-the-world pauses, the per-change
+       and per-run tables."""
+    frame = build(records)
+    step1 = hold(spark, {"changes": frame.changes, "bounds": frame.bounds, "windows": frame.windows,
+                         "migrate_runs": migrate_runs(records)})
+    changes, bounds, windows = (step1[n].frame(spark) for n in ("changes", "bounds", "windows"))
+    migrate = len(step1["migrate_runs"]) > 0
 
-    frame = build(records, keep)
-    bounds, changes, windows = frame.bounds, frame.changes, frame.windows
-    counts = keep(wire_counts(records, windows))
-    rebalances = keep(rebalance_counts(records, windows))
-    events = keep(ownership_events(records))
-    iv = keep(intervals(events, bounds, records))
-    ov = keep(overlaps(iv, windows))
-    own = keep(ownership_per_change(iv, events, windows, runs))
-    stw = keep(stop_the_world(events, windows))
-    delivery, gaps = audit(records, keep)
-    noticed = keep(split_per_change(records, changes))  # time to stable = noticing_s + rebalancing_s
-    delivery = keep(delivery)
+    events = ownership_events(records)
+    delivery, delivery_gaps = audit(records)
+    step2 = hold(spark, {
+        "wire_counts": wire_counts(records, windows),
+        "rebalances": rebalance_counts(records, windows),
+        "events": events,
+        "ownership_intervals": intervals(events, bounds, records),
+        "delivery": delivery,
+        "delivery_gaps": delivery_gaps,
+        "noticed": split_per_change(records, changes),  # time to stable = noticing_s + rebalancing_s
+        "epochs": answered_epochs(records),
+        "identity": identity_counts(records, windows),
+        "wire_gaps": wire_gap_counts(records),
+        "contention": contention_events(records),  # the split-brain section's events (split_brain.py)
+        **(migrate_tables(records) if migrate else {}),
+    })
+
+    def local(name: str) -> DataFrame:
+        return step2[name].frame(spark)
+
+    counts, rebalances, iv, events = (local(n) for n in ("wire_counts", "rebalances", "ownership_intervals",
+                                                         "events"))
+    ov = overlaps(iv, windows)
+    own = ownership_per_change(iv, events, windows, runs)
+    stw = stop_the_world(events, windows)
+    noticed, epochs = local("noticed"), local("epochs")
     # the spans the handover and the wire's rounds are counted over: each change window, and the whole churn
     change_spans = windows.filter(F.col("change_index") > 0).select(
         "run_id", "change_index", F.col("win_start").alias("s_start"), F.col("win_end").alias("s_end"), "last")
     churn_spans = bounds.filter(F.col("churn_start").isNotNull()).select(
         "run_id", F.col("churn_start").alias("s_start"), F.col("churn_end").alias("s_end"))
-    epochs = keep(answered_epochs(records))
-    kept = keep(revoked_kept(iv, bounds))
+    kept = revoked_kept(iv, bounds)
     per_change_handover = combine(
         ["run_id", "change_index"], moved(iv, change_spans.drop("last"), ("change_index",)),
         attach_change(kept.withColumnRenamed("revoked_ts", "ts"), windows).groupBy("run_id", "change_index")
@@ -93,7 +111,7 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         epoch_rounds(epochs, change_spans, ("change_index",), F.col("last")))
     per_run_handover = combine(
         ["run_id"], moved(iv, churn_spans, ()), kept.groupBy("run_id").agg(F.count(F.lit(1)).alias("revoked_kept")),
-        epoch_rounds(epochs, churn_spans, (), F.lit(True)), identity_counts(records, windows))
+        epoch_rounds(epochs, churn_spans, (), F.lit(True)), local("identity"))
 
     by_change = ["run_id", "change_index"]
     ov_change = ov.filter(F.col("change_index").isNotNull()).groupBy(*by_change).agg(
@@ -103,39 +121,42 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame,
         F.count("pause_s").alias("pauses"), F.max("pause_s").alias("max_pause_s"),
         F.median("pause_s").alias("median_pause_s"))
     info = runs.select("run_id", "scenario", "case", "process_mode", "members")
-    per_change = keep(_unreported(_with_rounds(combine(
+    per_change = _unreported(_with_rounds(combine(
         by_change, changes.join(F.broadcast(info), "run_id", "left"), wire_per_change(counts),
         rebalance_totals(rebalances, ("run_id", "change_index")), own, ov_change, stw_change, noticed,
         per_change_handover)
-        .fillna(0, subset=[*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses"]))))
-    per_run = keep(combine(["run_id"],
-                           _runs(runs, bounds, counts, rebalances, ov, in_churn, own, delivery, trace_errors,
-                                 per_run_handover),
-                           split_per_run(noticed, changes, bounds)))
-    return {
-        "runs": with_counting_gaps(per_run, records),
+        .fillna(0, subset=[*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses"])))
+    per_run = combine(["run_id"],
+                      _runs(runs, bounds, counts, rebalances, ov, in_churn, own, local("delivery"), trace_errors,
+                            per_run_handover),
+                      split_per_run(noticed, changes, bounds))
+    step3 = hold(spark, {
+        "runs": with_counting_gaps(per_run, local("wire_gaps")),
         "changes": per_change,
-        "wire_counts": counts,
         "rebalances": blank_unreported(rebalances.withColumn("generations", F.array_sort("generations")),
                                        rebalances.columns),
-        "herd_fit": herd_fit(spark, per_run),
-        "ownership_intervals": iv,
         "overlaps": ov,
         "stop_the_world": stw,
-        "delivery": delivery,
-        "delivery_gaps": gaps,
         "trace_errors": trace_errors,
-    }, cached
+    })
+    step3["herd_fit"] = herd_fit(spark, step3["runs"].frame(spark))
+    tables = {name: step2[name] for name in ("wire_counts", "ownership_intervals", "delivery", "delivery_gaps",
+                                             "contention", *(MIGRATE_TABLES if migrate else ()))}
+    return {**tables, **step3}
 
 
-def with_counting_gaps(per_run: DataFrame, records: DataFrame) -> DataFrame:
-    """`undecodable_streams` and `blackholed_requests` over the whole run, and `counting_gaps`, the reason its counts
-    are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or null."""
+def wire_gap_counts(records: DataFrame) -> DataFrame:
+    """run_id, undecodable_streams and blackholed_requests over the whole run: what `with_counting_gaps` reports."""
     wire = records.filter(F.col("type") == "wire")
-    found = wire.groupBy("run_id").agg(
+    return wire.groupBy("run_id").agg(
         F.sum(F.when(F.col("kind") == "undecodable", 1).otherwise(0)).alias("undecodable_streams"),
         F.sum(F.when(F.coalesce(F.col("dropped"), F.lit(False)) & F.col("kind").isin(*gaps.CLIENT_KINDS), 1)
               .otherwise(0)).alias("blackholed_requests"))
+
+
+def with_counting_gaps(per_run: DataFrame, found: DataFrame) -> DataFrame:
+    """`undecodable_streams` and `blackholed_requests` (`wire_gap_counts`), and `counting_gaps`, the reason its
+    counts are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or null."""
     joined = per_run.join(found, "run_id", "left").fillna(0, subset=["undecodable_streams", "blackholed_requests"])
     counts = {"undecodable": F.col("undecodable_streams"), "blackholed": F.col("blackholed_requests"),
               "bad_lines": F.coalesce(F.col("bad_lines"), F.lit(0))}

@@ -31,6 +31,7 @@ from zkconsumer.lab.analysis.chaos_tables import _stalls
 from zkconsumer.lab.analysis.delivery import audit
 
 MIGRATE = "migrate"  # the `membership` action of a migrate step (zkconsumer/lab/run.py)
+MIGRATE_TABLES = ("migrate_steps", "migrate_totals", "migrate_partitions")
 PARTITION_KEY = ["run_id", "topic", "partition"]
 
 
@@ -117,9 +118,4 @@ def migrate_tables(records: DataFrame) -> dict[str, DataFrame]:
         F.max("dead_time_s").alias("max_dead_time_s"), F.max("partition_stall_s").alias("partition_stall_s"))
     totals = (audited.join(per_step, "run_id").join(before, "run_id", "left")
               .withColumn("duplicates_before", F.coalesce("duplicates_before", zero)))
-    return {"migrate_steps": steps, "migrate_totals": totals, "migrate_partitions": delivery}
-
-
-def has_migrate_runs(records: DataFrame) -> bool:
-    """Whether any run migrates: one scan, so that the job adds the tables (and the report its section) only then."""
-    return bool(migrate_runs(records).limit(1).count())
+    return dict(zip(MIGRATE_TABLES, (steps, totals, delivery), strict=True))

@@ -11,6 +11,7 @@ Runs that are all faithful give no table, and the report no section.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,15 +51,6 @@ def modes_frame(spark: SparkSession, runs: list[RunInfo]) -> DataFrame:
     return spark.createDataFrame([(r.run_id, run_mode(r)) for r in runs], MODE_SCHEMA)
 
 
-def has_modes(modes: DataFrame) -> bool:
-    return modes.filter(F.col("mode") != FAITHFUL).limit(1).count() > 0
-
-
-def faithful_runs(modes: DataFrame) -> DataFrame:
-    """The run ids of the faithful runs, which every section but the modes' compares."""
-    return modes.filter(F.col("mode") == FAITHFUL).select("run_id")
-
-
 def label(design: Column, mode: Column) -> Column:
     """designs.design_label as a column: `zk`, `zk+incremental`."""
     return F.when(mode == FAITHFUL, design).otherwise(F.concat(design, F.lit("+"), mode))
@@ -82,6 +74,15 @@ def modes_table(runs: DataFrame, modes: DataFrame) -> DataFrame:
 
 
 def in_order(modes: DataFrame) -> DataFrame:
-    """The table's rows as the report shows them: by scenario and sweep value, the faithful zk row first, then the
-    zk modes, then the other designs."""
+    """The table's rows as the report shows them (`modes_order`), sorted in Spark."""
     return modes.orderBy(*KEYS, F.col("design") != MODE_DESIGN, "design", F.col("mode") != FAITHFUL, "mode")
+
+
+def modes_order(row: dict) -> tuple:
+    """A row's place in the report: by scenario and sweep value, the faithful zk row first, then the zk modes,
+    then the other designs (as `in_order`, nulls first)."""
+    def key(value: Any) -> tuple:
+        return (value is not None, value)
+
+    return (*[key(row[k]) for k in KEYS], row["design"] != MODE_DESIGN, key(row["design"]),
+            row["mode"] != FAITHFUL, key(row["mode"]))

@@ -13,7 +13,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -74,6 +74,12 @@ class Traces:
     lines: int
     bad_lines: int
     cached: DataFrame | None = None  # what `records` reads from: unpersist it when done
+    error_rows: list[tuple] = field(default_factory=list)  # `errors`, as the driver made them
+
+    def of(self, run_ids: set[str]) -> tuple[int, int]:
+        """(lines, bad lines) of these runs' trace files."""
+        mine = [e for e in self.error_rows if e[0] in run_ids]
+        return sum(e[2] for e in mine), sum(e[3] for e in mine)
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:
@@ -178,23 +184,34 @@ def line_reasons(spark: SparkSession, lines: list[str]) -> list[str | None]:
 
 
 @contextmanager
-def _split_for(spark: SparkSession, total_bytes: int) -> Iterator[None]:
-    """Input partitions of about a quarter of the data per core while the text source is planned: Spark's default
-    (total / cores, up to 128 MiB) makes as many partitions as cores, and one slow partition then holds the whole
-    parse back; smaller ones balance. Set for the read only, and put back."""
-    key = "spark.sql.files.maxPartitionBytes"
-    previous = spark.conf.get(key)
+def _reading(spark: SparkSession, total_bytes: int) -> Iterator[None]:
+    """The settings the text scan is planned with, set until the parsed lines are cached (the scan is planned
+    then, not when the reader is made), and put back after.
+
+    * Input partitions of about a quarter of the data per core: Spark's default (total / cores, up to 128 MiB)
+      makes as many partitions as cores, and one slow partition then holds the whole parse back.
+    * The run directories listed by the driver, whatever their number: past
+      spark.sql.sources.parallelPartitionDiscovery.threshold paths Spark lists them in a job of its own, a task
+      per path, which on one machine costs more than the listing."""
     cores = max(1, spark.sparkContext.defaultParallelism)
-    spark.conf.set(key, str(max(1 << 20, total_bytes // (4 * cores))))
+    wanted = {"spark.sql.files.maxPartitionBytes": str(max(1 << 20, total_bytes // (4 * cores))),
+              "spark.sql.sources.parallelPartitionDiscovery.threshold": str(1 << 20)}
+    previous = {key: spark.conf.get(key) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(key, previous)
+        for key, value in previous.items():
+            spark.conf.set(key, value)
 
 
 def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
     """One pass over the text: every line parsed once, checked, and its fields cached column by column; the
-    per-file counts, the line numbers of bad lines and the run of each file then come from the cache."""
+    per-file counts, the line numbers of bad lines and the run of each file then come from the cache.
+
+    Spark is given the runs' trace directories (with a file-name filter), not every file by name: a list of
+    files is a path per file to list and check."""
     files = {str(p.resolve()): (run.run_id, p.name) for run in runs
              for p in sorted((run.path / "traces").glob("*.jsonl"))}
     columns = [T.StructField("run_id", T.StringType()), T.StructField("file", T.StringType()),
@@ -202,22 +219,23 @@ def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
     if not files:
         return Traces(spark.createDataFrame([], T.StructType(columns)),
                       spark.createDataFrame([], TRACE_ERROR_SCHEMA), 0, 0)
+    directories = sorted({str(Path(f).parent) for f in files})
     # The row id is taken at the scan, before any filter or join: within one input partition it numbers the lines
     # consecutively, which is what turns it into a line number. Every field comes from one parse per line (the
     # struct is not inlined into each use: from_json is not a cheap expression).
-    with _split_for(spark, sum(Path(f).stat().st_size for f in files)):
-        text = spark.read.text(list(files))
-    parsed = (text
-              .select(F.col("_metadata.file_path").alias("file_uri"), "value",
-                      F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
-              .withColumn("r", _parse(F.col("value")))
-              .select("file_uri", "_pid", "_mid", _is_bad(F.col("r"), F.col("value")).alias("bad"),
-                      F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
-                      *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
-              .cache())
-    # one row per trace file and input partition (a file spans more than one only when it is large)
-    stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),
-                                                    F.count("text").alias("bad")).collect()
+    with _reading(spark, sum(Path(f).stat().st_size for f in files)):
+        text = spark.read.option("pathGlobFilter", "*.jsonl").text(directories)
+        parsed = (text
+                  .select(F.col("_metadata.file_path").alias("file_uri"), "value",
+                          F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
+                  .withColumn("r", _parse(F.col("value")))
+                  .select("file_uri", "_pid", "_mid", _is_bad(F.col("r"), F.col("value")).alias("bad"),
+                          F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
+                          *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
+                  .cache())
+        # one row per trace file and input partition (a file spans more than one only when it is large)
+        stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),
+                                                        F.count("text").alias("bad")).collect()
     mapping, offsets, lines = _file_mapping(stats, files)
     mapping_df = F.broadcast(spark.createDataFrame(mapping, "file_uri string, run_id string, file string"))
     errors = []
@@ -239,7 +257,7 @@ def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
     records = (parsed.filter(~F.col("bad")).join(mapping_df, "file_uri")
                .select("run_id", "file", *RECORD_FIELDS))
     return Traces(records, spark.createDataFrame(errors, TRACE_ERROR_SCHEMA), sum(lines.values()),
-                  sum(e[3] for e in errors), parsed)
+                  sum(e[3] for e in errors), parsed, errors)
 
 
 def _file_mapping(stats: list[Any], files: dict[str, tuple[str, str]]):

@@ -197,6 +197,7 @@ class _ProcessMember:
         self.stop_bound_s = launch.stop_bound_s
         self.jvm_pid_path = launch.jvm_pid_path
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in wait()
+        self._stop_requested = False
         # A session of its own: a Ctrl-C in the orchestrator's terminal is the driver's to handle. stdin is a
         # lifeline: if the driver dies, the member sees its end and leaves.
         self.proc = subprocess.Popen(
@@ -230,6 +231,12 @@ class _ProcessMember:
             return None
 
     def request_stop(self) -> None:
+        # Once: `stop()` follows `request_stop()` in CoordinatorDriver.stop, and a second SIGTERM that reaches the
+        # process after its clean exit began finds Python's default handler back (it is reset at finalization) and
+        # kills it (exit -15, no clean exit code for a member that left).
+        if self._stop_requested:
+            return
+        self._stop_requested = True
         self.signal(signal.SIGCONT)  # a paused member cannot leave
         self.signal(signal.SIGTERM)
         self._close_stdin()

@@ -285,7 +285,14 @@ class CoordinatorMember:
             consumer = self._consumer
         if consumer is not None:
             log.info("lab member %s: closing (LeaveGroup)", self.name)
+            # kafka-python sends LeaveGroup only for a member with an id that is not UNJOINED
+            # (BaseCoordinator.maybe_leave_group_async): what the member was when it closed, for whoever checks.
+            before = consumer.group_metadata()
+            began = time.monotonic()
             consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
+            self.trace.write("member_event", member=self.name, kind="closed", member_id=before.member_id,
+                             group_state=before.state, generation=before.generation_id,
+                             duration_s=round(time.monotonic() - began, 3))
 
     # --- rebalance listener (the consumer's IO thread) -----------------------------------------------------
 

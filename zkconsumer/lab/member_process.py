@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -36,6 +37,49 @@ class JsonSettings:
     @classmethod
     def from_json(cls, text: str) -> Any:
         return cls(**json.loads(text))
+
+
+class StopRequest:
+    """Whether the member process was asked to stop: by SIGTERM or SIGINT (`on_signal`), or by a thread (`set`: the
+    stdin lifeline). `wait(timeout)` returns True once asked.
+
+    Python runs a signal handler in the main thread between two bytecodes, wherever that thread is, locks held
+    included (docs.python.org, signal: "Python signal handlers are always executed in the main Python thread"). A
+    handler that called `threading.Event.set()` took the event's lock, which the main thread itself can hold at that
+    moment: inside `Event.wait()` on the same event, or inside the first handler's own `set()` when a second SIGTERM
+    lands (the driver sends one in `request_stop` and, in `CoordinatorDriver.stop`, another from `stop`). The lock is
+    not reentrant, so the handler waited for itself for ever: the member never closed its consumer, its stdin's end
+    could not stop it either (the lifeline's `set()` waits for the same lock), and the driver killed it. So the
+    handler takes no lock: it sets a plain attribute, which `wait` reads before and after each bounded wait."""
+
+    def __init__(self, poll_s: float = 0.2) -> None:
+        self.poll_s = poll_s
+        self._event = threading.Event()
+        self._signalled = False
+
+    def on_signal(self, _signum: int, _frame: object) -> None:
+        self._signalled = True
+
+    def set(self) -> None:
+        """From a thread (never from a signal handler)."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._signalled or self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        """Up to `timeout`, in waits of at most `poll_s` (a signal sets no event to wake the wait)."""
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._event.wait(min(left, self.poll_s))
+        return True
+
+    def install(self, signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> None:
+        for sig in signals:
+            signal.signal(sig, self.on_signal)
 
 
 class MemberSettings(Protocol):
@@ -80,9 +124,8 @@ def run_member(module: str, argv: Sequence[str] | None, parse: Callable[[str], S
     logging.basicConfig(level=level, format=f"%(asctime)s %(levelname)s [{settings.name}] %(name)s: %(message)s")
     for name in quiet:
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    stopping = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
+    stopping = StopRequest()
+    stopping.install()
     # stdin is the lifeline: a `stop` line or its end (the driver is gone) is a graceful leave.
     threading.Thread(target=watch_stdin, args=(stopping,), name="lab-stdin", daemon=True).start()
     trace = RunDirectory(Path(settings.run_path)).trace(settings.name, design(settings), pid=os.getpid(),
@@ -103,7 +146,7 @@ def run_member(module: str, argv: Sequence[str] | None, parse: Callable[[str], S
     return 1 if member.error is not None else 0
 
 
-def watch_stdin(stopping: threading.Event) -> None:
+def watch_stdin(stopping: StopRequest | threading.Event) -> None:
     try:
         for line in sys.stdin:
             if line.strip() == "stop":

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from zkconsumer.lab import zk_driver
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.servers import LabServers
@@ -22,6 +23,7 @@ from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 pytestmark = pytest.mark.slow
+real_expire = zk_driver.expire_session
 SESSION_MS = 2000
 DELAY_MS = 40
 
@@ -194,11 +196,26 @@ def partitions(topic_records: list[dict], count: int) -> set[str]:
     return {f"{topic}/{p}" for p in range(count)}
 
 
-def test_zookeeper_design_expire_restart_kill_pause_delay_and_add_partitions(lab_servers, tmp_path) -> None:
+def test_zookeeper_design_expire_restart_kill_pause_delay_and_add_partitions(lab_servers, tmp_path,
+                                                                          monkeypatch) -> None:
+    used: list[tuple[int, bytes]] = []
+
+    def expire_session(connect: str, session: int, password: bytes) -> None:
+        used.append((session, password))
+        real_expire(connect, session, password)
+
+    monkeypatch.setattr(zk_driver, "expire_session", expire_session)
     trace = run_case(ZK_ACTIONS, "zk", lab_servers, tmp_path / "out")
     grown = partitions([trace.change("add_partitions")], 6)
 
-    # expire: a real server-side expiry of m0's session; m0 sees it, registers again on a new session and rebalances
+    # expire: a real server-side expiry of m0's session, with the credentials m0 sent the driver over its control
+    # channel; none of them is in any file of the run (traces, logs, manifest); m0 sees the expiry, registers again
+    # on a new session and rebalances
+    [(session, password)] = used
+    assert session in [r["session"] for r in trace.events("m0", "session")] and len(password) == 16
+    assert not [r for r in trace.records if "password" in r]
+    files = [path for path in trace.path.rglob("*") if path.is_file()]
+    assert len(files) > 5 and not [path for path in files if password.hex() in path.read_text(errors="replace")]
     expired = trace.change("expire", "m0")["ts"]
     [lost] = trace.events("m0", "session_expired", after=expired)[:1] or [None]
     assert lost is not None, "m0 never saw its session expire"

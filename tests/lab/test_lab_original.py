@@ -113,6 +113,8 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
     sessions = [e["session"] for e in events if e["member"] == "m1" and e["kind"] == "session"]
     assert len(set(sessions)) == 2
     assert any(e["member"] == "m1" and e["kind"] == "session_expired" for e in events)
+    # the expiry's credentials came over the JVM's stdout (LabOriginalHost's session reply), not from a trace
+    assert not [r for r in records if "password" in r]
 
     # The join into m1 alone: exactly the original's formula with fetchers (or its per-event accounting after a
     # conflict), the leader finder of every member that then owns something reading /brokers/ids and the broker.

@@ -31,6 +31,10 @@ class HostProcess:
         self.members: set[str] = set()  # hosted and not left
         self.failures: dict[str, str] = {}
         self._lock = threading.Lock()
+        # Each member's latest session credentials, from its `session` replies (a forced expiry needs them; they
+        # travel only here, never in a trace or a log).
+        self._sessions: dict[str, tuple[int, str]] = {}
+        self._session_reported = threading.Condition(self._lock)
         self._write_lock = threading.Lock()
         self._left: dict[str, threading.Event] = {}
         self._stopped = threading.Event()
@@ -47,6 +51,7 @@ class HostProcess:
         with self._lock:
             self.members.add(name)
             self.failures.pop(name, None)
+            self._sessions.pop(name, None)  # a restart's session is its own
         self._send(command)
 
     def leave(self, name: str) -> None:
@@ -61,6 +66,12 @@ class HostProcess:
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
+
+    def session(self, name: str, timeout: float = 0.0) -> tuple[int, str] | None:
+        """(session id, password hex) member `name` last reported; waits up to `timeout` for a first report."""
+        with self._session_reported:
+            self._session_reported.wait_for(lambda: name in self._sessions, timeout)
+            return self._sessions.get(name)
 
     def failure(self, name: str) -> str | None:
         """Why member `name` failed to start on this host, as the host replied; None if it has not."""
@@ -111,6 +122,9 @@ class HostProcess:
                     self.failures[name] = reply.get("error", "")
                 elif event == "left" and name in self._left:
                     self._left.pop(name).set()
+                elif event == "session":
+                    self._sessions[name] = (int(reply["session"]), str(reply["password"]))
+                    self._session_reported.notify_all()
             if event == "stopped":
                 self._stopped.set()
         with self._lock:

@@ -10,7 +10,8 @@ scenario's `[zk]` keys unchanged, `consumer.id` = `client.id` = its name.
 
 Members write lab trace records themselves (`LabTrace.java`): member_events that a log4j appender inside the JVM
 derives from the connector's log lines (`LabRebalanceTracker.java` has the mapping and the Scala lines it relies
-on), session credentials, assignments and consumed messages. Everything else is the ZooKeeper design's driver: the
+on), session ids, assignments and consumed messages; the session's password goes only to the driver, as a
+`session` reply on the JVM's stdout. Everything else is the ZooKeeper design's driver: the
 same `stable()` check, the same uncounted observer connection (`env.direct_zookeeper`) for owners and stability, the
 same forced expiry with the member's own session credentials.
 """
@@ -130,6 +131,9 @@ class _ProcessMember:
     def signal(self, sig: int) -> None:
         self.jvm.signal(sig)
 
+    def session(self, timeout: float) -> tuple[int, str] | None:
+        return self.jvm.session(self.name, timeout)
+
     def stop(self, graceful: bool = True) -> None:
         if not graceful:
             self.jvm.kill()
@@ -159,6 +163,9 @@ class _ThreadMember:
 
     def stop(self, graceful: bool = True) -> None:
         self.host.leave(self.name)
+
+    def session(self, timeout: float) -> tuple[int, str] | None:
+        return self.host.session(self.name, timeout)
 
     def error(self) -> str | None:
         failure = self.host.failure(self.name)

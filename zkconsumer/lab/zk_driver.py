@@ -5,7 +5,8 @@ counting proxy in the orchestrator's process do not share one GIL.
 
 Every member reaches ZooKeeper through its own link of the counting proxy; the driver itself observes the
 group over a direct, uncounted connection (owner snapshots, convergence), and forces real session expiries
-with the member's own credentials.
+with the member's own credentials, which each member reports over its control channel (a process member's stdout,
+a host's replies), never in its trace.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rebalance.convergence import check_convergence
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
 from zkconsumer.lab.host_process import HOST_STOP_S, STOP_S, HostProcess
 from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
-from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
+from zkconsumer.lab.zk_member import SessionChannel, ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.expiry import expire_session
 from zkconsumer.zookeeper.group import read_group_snapshot
@@ -40,6 +41,9 @@ MEMBERS_PER_HOST = 32
 # members' threads over every core. At least one host per core measures both alike.
 MIN_HOSTS = os.cpu_count() or 1
 PYTHON = sys.executable  # the interpreter member processes run on (a test may point it at a failing program)
+# How long an expiry waits for a member's first session report: it is sent as the member connects, before its first
+# rebalance, so a member that has taken part in the group has sent it.
+_SESSION_WAIT_S = 10.0
 
 
 class _ProcessMember:
@@ -48,9 +52,15 @@ class _ProcessMember:
     def __init__(self, settings: ZkMemberSettings, log_path: Path) -> None:
         self.settings = settings
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in close()
-        # stdin is a pipe the member reads to its end: when this process dies, however, the member leaves.
+        # stdin is a pipe the member reads to its end: when this process dies, however, the member leaves. stdout is
+        # its control channel (its session credentials), stderr its log.
         self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
-                                     stdin=subprocess.PIPE, stdout=self.log_file, stderr=subprocess.STDOUT)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
+                                     text=True, encoding="utf-8")
+        self.channel = SessionChannel(self.proc.stdout, settings.name)
+
+    def session(self, timeout: float) -> tuple[int, str] | None:
+        return self.channel.session(timeout)
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -69,6 +79,7 @@ class _ProcessMember:
         self.proc.wait(STOP_S)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
+        self.channel.join(STOP_S)
         self.log_file.close()
 
     def error(self) -> str | None:
@@ -102,6 +113,9 @@ class _ThreadMember:
 
     def stop(self, graceful: bool = True) -> None:
         self.host.leave(self.name)
+
+    def session(self, timeout: float) -> tuple[int, str] | None:
+        return self.host.session(self.name, timeout)
 
     def error(self) -> str | None:
         failure = self.host.failure(self.name)
@@ -147,7 +161,7 @@ class ZkDriver:
             name=name, group=env.group, zookeeper_connect=env.zookeeper_connect(name),
             topics={topic: scenario.group.streams for topic in env.topics},
             properties={**scenario.zk, **self.mode_properties}, trace_path=str(trace_path),
-            fetch=self.process_mode == "processes")
+            fetch=self.process_mode == "processes", control=True)
         self._refresh()  # fold in what an earlier incarnation of this name wrote: its counts stay in stats()
         with self._lock:
             old = self._members.pop(name, None)
@@ -190,9 +204,13 @@ class ZkDriver:
             self._paused.discard(name)
 
     def expire(self, name: str) -> None:
-        """A real server-side expiry: join the member's session with its credentials and close it."""
-        self._refresh()
-        session = self._state.get(name, {}).get("session")
+        """A real server-side expiry: join the member's session with its credentials (from its control channel) and
+        close it."""
+        with self._lock:
+            member = self._members.get(name)
+        if member is None:
+            raise ValueError(f"member {name} is not running: cannot expire its session")
+        session = member.session(_SESSION_WAIT_S)
         if session is None:
             raise RuntimeError(f"member {name} has not reported its ZooKeeper session yet")
         expire_session(self._env().direct_zookeeper, session[0], bytes.fromhex(session[1]))
@@ -289,8 +307,6 @@ class ZkDriver:
                 if kind == "state":
                     state["state"] = record.get("state")
                     state["since"] = record.get("ts")
-                elif kind == "session":
-                    state["session"] = (record["session"], record["password"])
                 elif kind == "rebalance_begin":
                     stats["rebalances"] = stats.get("rebalances", 0) + 1
                 elif kind == "attempt_end":

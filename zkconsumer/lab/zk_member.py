@@ -4,9 +4,10 @@ As an OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIG
 lab is gone) stops gracefully (a leave), SIGKILL kills, and SIGSTOP pauses; or as a thread of a member host
 (`MemberHost`, `python -m zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-
 only members (`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
-The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session credentials
-(so the lab can force a real server-side expiry), each message it consumed as a `consume` record, and its ZooKeeper
-operation counters when it ends.
+The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session id, each
+message it consumed as a `consume` record, and its ZooKeeper operation counters when it ends. The session's password,
+which the lab needs to force a real server-side expiry, goes to the driver over the member's control channel only
+(`SessionChannel`; a host's replies for its members), never into a trace or a log.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kazoo.handlers.utils import selector_select
 
 from rebalance.events import EventKind, MemberEvent
 from zkconsumer.config import ConsumerConfig
+from zkconsumer.lab.member_process import StopRequest
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,10 @@ class ZkMemberSettings:
     properties: dict[str, Any] = field(default_factory=dict)  # the scenario's Kafka 0.8 consumer keys
     trace_path: str = ""
     fetch: bool = True  # False: rebalance-only (NoFetchers), the lab's --members threads
+    # A member process's stdout is its launcher's control channel (`SessionChannel`): the session credentials go
+    # there. Off, for a launcher that sends stdout to the member's log, they go to the trace as before: the fault
+    # campaign's (zkconsumer/lab/chaos/members.py), until it reads the channel.
+    control: bool = False
 
     def config(self) -> ConsumerConfig:
         props = {"auto.offset.reset": "smallest", **self.properties, "group.id": self.group,
@@ -93,12 +99,14 @@ class ConsumeWindow:
 class ZkMember:
     """A connector plus the threads that drain its streams; `stop()` is the graceful leave."""
 
-    def __init__(self, settings: ZkMemberSettings, trace: TraceWriter, zk_factory=None) -> None:
+    def __init__(self, settings: ZkMemberSettings, trace: TraceWriter, zk_factory=None,
+                 on_session: Callable[[int, bytes], None] | None = None) -> None:
         from zkconsumer.connector import ZookeeperConsumerConnector
         from zkconsumer.members import NoFetchers
 
         self.settings = settings
         self.trace = trace
+        self._on_session = on_session  # where the session's credentials go: the control channel
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._consumed = _ConsumeLog(trace, settings.name)
@@ -155,7 +163,12 @@ class ZkMember:
 
     def _write_session(self) -> None:
         credentials = self.connector.zk.session_credentials
-        if credentials is not None:
+        if credentials is None:
+            return
+        if self._on_session is not None:
+            self.trace.write("member_event", member=self.settings.name, kind="session", session=credentials[0])
+            self._on_session(credentials[0], credentials[1])
+        else:  # a launcher without a control channel (ZkMemberSettings.control)
             self.trace.write("member_event", member=self.settings.name, kind="session", session=credentials[0],
                              password=credentials[1].hex())
 
@@ -200,7 +213,7 @@ class MemberHost:
         op = command.get("op")
         if op == "join":
             settings = ZkMemberSettings(**command["settings"])
-            hosted = _Hosted(settings)
+            hosted = _Hosted(settings, self._reply)
             with self._lock:
                 old = self._members.pop(settings.name, None)
                 self._members[settings.name] = hosted
@@ -254,8 +267,9 @@ class MemberHost:
 class _Hosted:
     """One member of a host: made and started by `start()` (in its start thread), stopped by `stop()`."""
 
-    def __init__(self, settings: ZkMemberSettings) -> None:
+    def __init__(self, settings: ZkMemberSettings, reply: Callable[[dict[str, Any]], None]) -> None:
         self.settings = settings
+        self._reply = reply
         self.member: ZkMember | None = None
         self.trace: TraceWriter | None = None
         self._lock = threading.Lock()
@@ -268,10 +282,13 @@ class _Hosted:
                 if self._stopped:
                     return
                 self.trace = TraceWriter(Path(self.settings.trace_path), "zk")
-                self.member = ZkMember(self.settings, self.trace)
+                self.member = ZkMember(self.settings, self.trace, on_session=self._session)
         finally:
             self._started.set()
         self.member.start()
+
+    def _session(self, session: int, password: bytes) -> None:
+        self._reply(session_message(session, password, self.settings.name))
 
     def stop(self) -> None:
         self._started.wait(_HOST_STOP_S)  # a member still connecting is stopped once it has a connector
@@ -332,16 +349,17 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] == "--host":
         return host_main(args[1], args[2] if len(args) > 2 else "WARNING")
     settings = ZkMemberSettings(**json.loads(args[0]))
+    control = _control_channel() if settings.control else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     trace = TraceWriter(Path(settings.trace_path), "zk")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    # A handler that takes no lock (member_process.StopRequest has why).
+    stop = StopRequest()
+    stop.install()
     # stdin is the lifeline: the lab holds the other end of the pipe, so its end of file means the lab is gone
     # (even by kill -9) and the member leaves as on SIGTERM instead of living on in a group nobody measures.
     threading.Thread(target=_leave_at_end_of_input, args=(stop,), name=f"{settings.name}-lifeline",
                      daemon=True).start()
-    member = ZkMember(settings, trace)
+    member = ZkMember(settings, trace, on_session=control)
     try:
         member.start()
         while not stop.wait(HEALTH_S):
@@ -352,13 +370,69 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _leave_at_end_of_input(stop: threading.Event) -> None:
+def _leave_at_end_of_input(stop: StopRequest) -> None:
     # os.read on the descriptor, not sys.stdin.buffer: a daemon thread blocked inside the buffered reader holds its
     # lock, and the interpreter aborts on that lock at exit (SIGABRT, "could not acquire lock for <stdin> at
     # interpreter shutdown") after a SIGTERM leave; the raw read holds nothing.
     while os.read(sys.stdin.fileno(), 4096):
         pass
     stop.set()
+
+
+def session_message(session: int, password: bytes, name: str | None = None) -> dict[str, Any]:
+    """The control-channel line with a member's session credentials (read by `SessionChannel`, `HostProcess`)."""
+    return {**({"name": name} if name is not None else {}), "event": "session", "session": session,
+            "password": password.hex()}
+
+
+def _control_channel() -> Callable[[int, bytes], None]:
+    """A member process's control channel: the stdout its launcher reads (`SessionChannel`). Anything else written
+    to stdout (a library's print) goes to stderr, the member's log, so the channel carries only these lines."""
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")  # for the process's life
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    lock = threading.Lock()
+
+    def send(session: int, password: bytes) -> None:
+        line = json.dumps(session_message(session, password), separators=(",", ":"))
+        with lock:
+            channel.write(line + "\n")
+            channel.flush()
+
+    return send
+
+
+class SessionChannel:
+    """The launcher's end of a member process's control channel (its stdout, `ZkMemberSettings.control`): a named
+    thread reads it to its end (the member's exit) and keeps the latest session credentials it reported."""
+
+    def __init__(self, stream: Any, name: str) -> None:
+        self._stream = stream
+        self._latest: tuple[int, str] | None = None
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, name=f"lab-{name}-control", daemon=True)
+        self._thread.start()
+
+    def session(self, timeout: float = 0.0) -> tuple[int, str] | None:
+        """(session id, password hex) as last reported; waits up to `timeout` for a first report."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._latest is not None, timeout)
+            return self._latest
+
+    def join(self, timeout: float) -> None:
+        """After the member's exit: the reader ends at the channel's end."""
+        self._thread.join(timeout)
+
+    def _read(self) -> None:
+        for line in self._stream:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("event") == "session":
+                with self._changed:
+                    self._latest = (int(message["session"]), str(message["password"]))
+                    self._changed.notify_all()
+        self._stream.close()
 
 
 def settings_json(settings: ZkMemberSettings) -> str:

@@ -23,7 +23,9 @@ import java.util.concurrent.TimeUnit;
  * </pre>
  *
  * Commands, one per line on stdin: "join NAME PROPERTIES_FILE", "leave NAME", "stop". Replies, one JSON object per
- * line on stdout: {"name", "event": "started" | "failed" | "left", "error"}, and {"event": "stopped"} last. The end of
+ * line on stdout: {"name", "event": "started" | "failed" | "left", "error"}, {"name", "event": "session", "session",
+ * "password"} whenever a member has a new ZooKeeper session (what a forced expiry needs; nowhere else), and
+ * {"event": "stopped"} last. The end of
  * stdin means the lab is gone (even killed -9): every member leaves and the JVM exits, so none outlives it. SIGTERM
  * runs the same leave in the shutdown hook: the process-mode "leave" is a real connector.shutdown().
  */
@@ -67,7 +69,8 @@ public final class LabOriginalHost {
     private void join(String name, String propertiesPath) {
         LabOriginalMember member;
         try {
-            member = new LabOriginalMember(propertiesPath);
+            member = new LabOriginalMember(propertiesPath, session -> replies.emit(
+                    JsonLine.obj("name", name, "event", "session", "session", session[0], "password", session[1])));
         } catch (IOException | RuntimeException e) {
             replies.emit(JsonLine.obj("name", name, "event", "failed", "error", e.toString()));
             return;

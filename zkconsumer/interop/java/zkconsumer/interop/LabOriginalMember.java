@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Consumer;
 
 import kafka.consumer.ConsumerConfig;
 import kafka.consumer.KafkaStream;
@@ -26,8 +27,9 @@ import org.apache.zookeeper.ZooKeeper;
  * rebalance-only member of --members threads, as ours runs with NoFetchers).
  *
  * It writes what our members write (zkconsumer/lab/zk_member.py), as far as the original has it: member_events from
- * its log lines (LabRebalanceTracker), session credentials, an assignment record after every successful attempt,
- * one consume record per message handed out (with fetchers), and state closed after shutdown().
+ * its log lines (LabRebalanceTracker), session ids (the password to its host's control channel only), an assignment
+ * record after every successful attempt, one consume record per message handed out (with fetchers), and state closed
+ * after shutdown().
  */
 final class LabOriginalMember {
     final String name;
@@ -41,7 +43,7 @@ final class LabOriginalMember {
     private volatile ZookeeperConsumerConnector connector;
     private volatile Object underlying; // the Scala kafka.consumer.ZookeeperConsumerConnector behind the javaapi one
 
-    LabOriginalMember(String propertiesPath) throws IOException {
+    LabOriginalMember(String propertiesPath, Consumer<Object[]> credentials) throws IOException {
         Properties all = new Properties();
         try (FileInputStream in = new FileInputStream(propertiesPath)) {
             all.load(in);
@@ -60,7 +62,7 @@ final class LabOriginalMember {
         // ZookeeperConsumerConnector.scala: consumerIdString = groupId + "_" + consumer.id when consumer.id is set.
         consumerIdString = consumer.getProperty("group.id") + "_" + consumer.getProperty("consumer.id");
         trace = new LabTrace(all.getProperty("lab.trace"), name);
-        tracker = new LabRebalanceTracker(trace, this::session, this::writeAssignment);
+        tracker = new LabRebalanceTracker(trace, this::session, credentials, this::writeAssignment);
     }
 
     /** Connect, register and run the first rebalance (inside createMessageStreams); throws if it fails. */

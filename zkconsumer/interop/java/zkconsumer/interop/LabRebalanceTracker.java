@@ -1,5 +1,6 @@
 package zkconsumer.interop;
 
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 /**
@@ -34,6 +35,9 @@ import java.util.function.Supplier;
 final class LabRebalanceTracker {
     private final LabTrace trace;
     private final Supplier<Object[]> session; // {id, password hex}, or null before the connector exists
+    // Where a new session's {id, password hex} goes: the host's control channel (LabOriginalHost's replies). The
+    // password never goes into the trace: only the driver needs it, to force an expiry (zk_driver.ZkDriver.expire).
+    private final Consumer<Object[]> credentials;
     private final Runnable assignment; // writes the member's assignment record from the connector's topicRegistry
     private String state = "created";
     private Object lastSession;
@@ -47,9 +51,11 @@ final class LabRebalanceTracker {
     private long rebalanceStartMs;
     volatile boolean leaving;
 
-    LabRebalanceTracker(LabTrace trace, Supplier<Object[]> session, Runnable assignment) {
+    LabRebalanceTracker(LabTrace trace, Supplier<Object[]> session, Consumer<Object[]> credentials,
+                        Runnable assignment) {
         this.trace = trace;
         this.session = session;
+        this.credentials = credentials;
         this.assignment = assignment;
     }
 
@@ -112,7 +118,8 @@ final class LabRebalanceTracker {
         Object[] now = session.get();
         if (now != null && !now[0].equals(lastSession)) {
             lastSession = now[0];
-            trace.event("session", "session", now[0], "password", now[1]);
+            trace.event("session", "session", now[0]);
+            credentials.accept(now);
         }
     }
 

@@ -74,11 +74,16 @@ def tables(result, spark, runs_root: Path) -> dict[str, list[dict[str, Any]]]:
             for name, path in sorted(result.tables.items())}
 
 
-def analyse(spark, work: Path) -> tuple[dict[str, list[dict[str, Any]]], Any]:
+def run_job(spark, work: Path) -> tuple[Any, Path]:
+    """The job over the fixed set, extracted under `work`: (its result, the runs' directory)."""
     from zkconsumer.lab.analysis.job import analyze
 
     runs = extract(work)
-    result = analyze([runs], work / "report", spark, predict_to=PREDICT_TO)
+    return analyze([runs], work / "report", spark, predict_to=PREDICT_TO), runs
+
+
+def analyse(spark, work: Path) -> tuple[dict[str, list[dict[str, Any]]], Any]:
+    result, runs = run_job(spark, work)
     return tables(result, spark, runs), result
 
 

@@ -189,12 +189,17 @@ def _reading(spark: SparkSession, total_bytes: int) -> Iterator[None]:
     then, not when the reader is made), and put back after.
 
     * Input partitions of about a quarter of the data per core: Spark's default (total / cores, up to 128 MiB)
-      makes as many partitions as cores, and one slow partition then holds the whole parse back.
+      makes as many partitions as cores, and one slow partition then holds the whole parse back; small files
+      packed by their size, so that this is also about the number of partitions every scan of the cache has.
     * The run directories listed by the driver, whatever their number: past
       spark.sql.sources.parallelPartitionDiscovery.threshold paths Spark lists them in a job of its own, a task
       per path, which on one machine costs more than the listing."""
     cores = max(1, spark.sparkContext.defaultParallelism)
     wanted = {"spark.sql.files.maxPartitionBytes": str(max(1 << 20, total_bytes // (4 * cores))),
+              # A file's cost when files are packed into partitions is its size plus this (4 MiB by default): with
+              # hundreds of small trace files that packed a few files per partition, a hundred partitions and as
+              # many tasks for every later scan of the cache. Local files cost little to open.
+              "spark.sql.files.openCostInBytes": str(64 << 10),
               "spark.sql.sources.parallelPartitionDiscovery.threshold": str(1 << 20)}
     previous = {key: spark.conf.get(key) for key in wanted}
     for key, value in wanted.items():
@@ -232,6 +237,10 @@ def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
                   .select("file_uri", "_pid", "_mid", _is_bad(F.col("r"), F.col("value")).alias("bad"),
                           F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
                           *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
+                  # Stored grouped by kind of record: the cache keeps each column's bounds per batch of rows, so
+                  # a step that reads one kind (member events, membership, phases) skips every batch of another
+                  # kind instead of scanning all of them (most lines are wire, produce and consume records).
+                  .sortWithinPartitions("type", "proto", "kind")
                   .cache())
         # one row per trace file and input partition (a file spans more than one only when it is large)
         stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),

@@ -161,3 +161,18 @@ def test_the_section_renders_in_headless_chromium(mixed: Analysed, tmp_path: Pat
         assert "the fault campaign: one mark per fault" in dom.stdout  # drawn by plotly, so its script ran
         assert "dead time in the window (s)" in dom.stdout
         assert "zk_ensemble_stop" in dom.stdout
+
+
+def test_an_invariant_its_checker_could_not_judge_is_not_reported_as_held(tmp_path: Path) -> None:
+    """chaos.json of a campaign whose third checker raised (0 violations in the invariants judged): the report's
+    verdict says invariant 3 is unknown, not "0 violations" alone."""
+    from zkconsumer.lab.analysis.chaos_report import ChaosSection, section_intro
+    from zkconsumer.lab.analysis.chaos_tables import unknown_invariants
+
+    (tmp_path / "chaos.json").write_text(json.dumps({"valid": "unknown", "violations": 0, "unknown": [3],
+                                                     "table": [], "checks": []}), encoding="utf-8")
+    unknown = unknown_invariants(tmp_path)
+    assert unknown == [3] and unknown_invariants(tmp_path / "missing") == []
+    text = section_intro(ChaosSection([], [], {"c1": 0, "c2": 0}, unknown={"c1": unknown}))
+    assert "c1: 0 violations in the invariants judged, invariant 3 UNKNOWN (its checker failed)" in text
+    assert "c2: 0 violations." in text  # a campaign judged whole reads as before

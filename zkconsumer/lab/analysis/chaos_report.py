@@ -18,6 +18,7 @@ class ChaosSection:
     kinds: list[dict[str, Any]]  # chaos_kinds rows
     violations: dict[str, int | None] = field(default_factory=dict)  # run_id -> chaos.json's total (None: no file)
     bad_lines: int = 0
+    unknown: dict[str, list[Any]] = field(default_factory=dict)  # run_id -> invariants its checkers could not judge
 
 
 KIND_COLUMNS = [  # (heading, chaos_kinds column, digits)
@@ -65,7 +66,16 @@ def timeline_figure(faults: list[dict[str, Any]]) -> go.Figure | None:
 
 
 def section_intro(section: ChaosSection) -> str:
-    verdicts = "; ".join(f"{html.escape(run)}: {'no chaos.json' if v is None else f'{v} violations'}"
+    def verdict(run: str, violations: int | None) -> str:
+        if violations is None:
+            return "no chaos.json"
+        unknown = section.unknown.get(run)
+        # a checker that failed judged nothing: its invariant is neither held nor broken
+        return f"{violations} violations" + (
+            f" in the invariants judged, invariant {', '.join(map(str, unknown))} UNKNOWN (its checker failed)"
+            if unknown else "")
+
+    verdicts = "; ".join(f"{html.escape(run)}: {html.escape(verdict(run, v))}"
                          for run, v in sorted(section.violations.items()))
     bad = (f" {section.bad_lines} trace lines of the campaigns could not be read and were left out."
            if section.bad_lines else "")

@@ -60,6 +60,15 @@ def _num(value: Any, kind: type) -> Any:
     return kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def unknown_invariants(run_dir: Path) -> list[Any]:
+    """The invariants chaos.json says its checkers could not judge (a checker that raised): none without it."""
+    try:
+        unknown = json.loads((run_dir / VERDICT_FILE).read_text(encoding="utf-8")).get("unknown")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return list(unknown) if isinstance(unknown, list) else []
+
+
 def verdict_rows(run_id: str, run_dir: Path) -> tuple[list[tuple], int | None]:
     """chaos.json's per-kind rows as VERDICT_SCHEMA tuples, and its total of violations (None: no file, or not
     the checkers' JSON)."""
@@ -197,4 +206,5 @@ def analyze_campaigns(spark: SparkSession, records: DataFrame, campaigns: list[R
     totals = {c.run_id: verdict_rows(c.run_id, c.path)[1] for c in campaigns}
     return tables, ChaosSection(faults=rows("chaos_faults", "run_id", "start_ts"),
                                 kinds=rows("chaos_kinds", "run_id", "kind"), violations=totals,
-                                bad_lines=bad_lines)
+                                bad_lines=bad_lines,
+                                unknown={c.run_id: u for c in campaigns if (u := unknown_invariants(c.path))})

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from zkconsumer.lab import gaps
@@ -24,7 +24,7 @@ from zkconsumer.lab.analysis.herd import (
 )
 from zkconsumer.lab.analysis.migrate_tables import MIGRATE_TABLES, migrate_runs, migrate_tables
 from zkconsumer.lab.analysis.notice_split import split_per_change, split_per_run
-from zkconsumer.lab.analysis.owner_nodes import blank_unreported, zookeeper_design
+from zkconsumer.lab.analysis.owner_nodes import OWNER_PATH, blank_unreported, zookeeper_design
 from zkconsumer.lab.analysis.ownership import (
     contention_events,
     intervals,
@@ -66,28 +66,32 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame, trace_erro
        request counts, the counting gaps, contention events, and the migrate tables when a run migrates;
     3. everything derived from those alone (small, local frames): overlaps, stop-the-world pauses, the per-change
        and per-run tables."""
-    frame = build(records)
+    # The records the time frame, ownership, rebalance and contention steps read: a small part of the lines
+    # (most are wire, produce and consume records), cached apart so those steps do not scan the rest.
+    control = records.filter(control_records()).cache()
+    frame = build(control)
     step1 = hold(spark, {"changes": frame.changes, "bounds": frame.bounds, "windows": frame.windows,
-                         "migrate_runs": migrate_runs(records)})
+                         "migrate_runs": migrate_runs(control)})
     changes, bounds, windows = (step1[n].frame(spark) for n in ("changes", "bounds", "windows"))
     migrate = len(step1["migrate_runs"]) > 0
 
-    events = ownership_events(records)
+    events = ownership_events(control)
     delivery, delivery_gaps = audit(records)
     step2 = hold(spark, {
         "wire_counts": wire_counts(records, windows),
-        "rebalances": rebalance_counts(records, windows),
+        "rebalances": rebalance_counts(control, windows),
         "events": events,
-        "ownership_intervals": intervals(events, bounds, records),
+        "ownership_intervals": intervals(events, bounds, control),
         "delivery": delivery,
         "delivery_gaps": delivery_gaps,
         "noticed": split_per_change(records, changes),  # time to stable = noticing_s + rebalancing_s
         "epochs": answered_epochs(records),
         "identity": identity_counts(records, windows),
         "wire_gaps": wire_gap_counts(records),
-        "contention": contention_events(records),  # the split-brain section's events (split_brain.py)
+        "contention": contention_events(control),  # the split-brain section's events (split_brain.py)
         **(migrate_tables(records) if migrate else {}),
     })
+    control.unpersist()  # every later step reads held frames
 
     def local(name: str) -> DataFrame:
         return step2[name].frame(spark)
@@ -143,6 +147,19 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame, trace_erro
     tables = {name: step2[name] for name in ("wire_counts", "ownership_intervals", "delivery", "delivery_gaps",
                                              "contention", *(MIGRATE_TABLES if migrate else ()))}
     return {**tables, **step3}
+
+
+def control_records() -> Column:
+    """Every record the time frame (windows.py), ownership, rebalance counts and contention events read (a
+    superset: each applies its own filter): every record but the wire, produce and consume ones, and of the wire
+    the owner-node creates and deletes, session closes (owner_nodes.py) and the coordinator's error answers."""
+    type_, proto, kind = F.col("type"), F.col("proto"), F.col("kind")
+    zk_owner_node = ((proto == "zk") & (kind == "reply") & F.col("op").isin("create", "delete")
+                     & F.col("path").rlike(OWNER_PATH))
+    zk_close = (proto == "zk") & (kind == "request") & (F.col("op") == "closeSession")
+    kafka_error = (proto == "kafka") & (kind == "response") & F.col("error_name").isNotNull()
+    wire = (type_ == "wire") & (zk_owner_node | zk_close | kafka_error)
+    return F.coalesce(~type_.isin("wire", "produce", "consume") | wire, F.lit(False))
 
 
 def wire_gap_counts(records: DataFrame) -> DataFrame:

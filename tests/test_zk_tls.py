@@ -209,9 +209,6 @@ def test_a_server_that_requires_a_client_certificate_refuses_a_client_without_on
                for r in caplog.records if r.name == "kazoo.client"), [r.getMessage() for r in caplog.records]
 
 
-@pytest.mark.xfail(strict=True, reason="ZkClient._tls_failure completes the handshake and stops there: under TLS "
-                   "1.3 the server refuses a missing client certificate only after the client's Finished, so the "
-                   "error blames zookeeper.connect and the server instead")
 def test_a_client_without_a_certificate_is_told_to_set_one(need_server):
     ensemble, files = need_server
     without = ZkClient(f"127.0.0.1:{_secure_port(ensemble)}", session_timeout_ms=4000, connection_timeout_ms=2000,

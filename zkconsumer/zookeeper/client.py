@@ -47,6 +47,8 @@ __all__ = [
 _RETRYABLE = (ConnectionLoss, SessionExpiredError, KazooTimeoutError)
 _WRITES = frozenset({"create", "set", "delete"})
 # Short and persistent: the kazoo default backs off for up to an hour between reconnect attempts.
+# How long a diagnosis of a failed TLS connection waits, after its handshake, for the server to refuse it.
+TLS_REFUSAL_WAIT_S = 0.5
 CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0}
 
 
@@ -143,9 +145,22 @@ class ZkClient(ZkOperations):
         try:
             context = self.tls.context()
             with socket.create_connection((host.strip("[]"), int(port)), timeout=self.connection_timeout_s) as raw, \
-                    context.wrap_socket(raw, server_hostname=host.strip("[]")):
+                    context.wrap_socket(raw, server_hostname=host.strip("[]")) as secured:
+                # Under TLS 1.3 a server that requires a client certificate refuses a missing one only after the
+                # client's Finished, so the refusal arrives on the first read: wait briefly for it. A server that
+                # accepted the handshake sends nothing until the client speaks (a read times out).
+                secured.settimeout(TLS_REFUSAL_WAIT_S)
+                try:
+                    if secured.recv(1) == b"":
+                        return (f"{host}:{port} closed the connection after the TLS handshake (as a server that "
+                                "requires a client certificate does): set zookeeper.ssl.keystore.location")
+                except TimeoutError:
+                    return None
                 return None
-        except (ssl.SSLError, ssl.CertificateError) as exc:
+        except ssl.SSLError as exc:
+            if "CERTIFICATE_REQUIRED" in str(exc) or "BAD_CERTIFICATE" in str(exc):
+                return (f"{host}:{port} requires a client certificate ({exc.reason or exc}): set "
+                        "zookeeper.ssl.keystore.location (the client's certificate and key)")
             return f"TLS handshake with {host}:{port} failed ({exc.__class__.__name__}: {exc})"
         except OSError as exc:
             return f"{host}:{port} cannot be reached ({exc})"

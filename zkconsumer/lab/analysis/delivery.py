@@ -9,84 +9,130 @@ boundaries (+1 where it starts, -1 after its last offset), and the running sums 
 give, for each stretch of offsets, how many batches consumed it and whether it was expected:
 
 * duplicates = offsets consumed (counted once per batch) - distinct offsets consumed;
-* missing = expected offsets no batch consumed; `delivery_gaps` lists them as ranges.
+* missing = expected offsets no batch consumed; `delivery_gaps` lists them as ranges (adjacent missing
+  stretches, split where a produce range ends, joined into one).
+
+The sweep is sequential, so it runs per run as a grouped map over Arrow on the executors (`audit_frame`: one
+Python call per run with its produce and consume records, which are a fraction of its lines), and gives both
+tables' rows at once, told apart by `row`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from itertools import pairwise
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 KEY = ["run_id", "topic", "partition"]
+PARTITION_ROW, GAP_ROW = "partition", "gap"
+_LONG, _TEXT = T.LongType(), T.StringType()
+DELIVERY_SCHEMA = T.StructType([
+    T.StructField("run_id", _TEXT), T.StructField("design", _TEXT), T.StructField("topic", _TEXT),
+    T.StructField("partition", T.IntegerType()), T.StructField("expected_basis", _TEXT),
+    *[T.StructField(name, _LONG) for name in ("expected_offsets", "consume_batches", "consumed_offsets",
+                                              "distinct_offsets", "duplicates", "missing", "gap_ranges", "members")]])
+GAPS_SCHEMA = T.StructType([
+    T.StructField("run_id", _TEXT), T.StructField("design", _TEXT), T.StructField("topic", _TEXT),
+    T.StructField("partition", T.IntegerType()),
+    *[T.StructField(name, _LONG) for name in ("gap_first", "gap_last", "gap_size")]])
+# both tables' rows in one frame: `row` says which; each table's columns are the others' nulls
+AUDIT_SCHEMA = T.StructType([T.StructField("row", _TEXT),
+                             *DELIVERY_SCHEMA.fields,
+                             *[f for f in GAPS_SCHEMA.fields if f.name not in DELIVERY_SCHEMA.fieldNames()]])
 
 
-def _boundaries(ranges: DataFrame, consumed: int, expected: int) -> DataFrame:
-    """KEY, pos, dc, de: a range [first, last] opens at first and closes at last + 1."""
-    return (ranges.select(*KEY, F.explode(F.array(
-        F.struct(F.col("first").alias("pos"), F.lit(consumed).alias("dc"), F.lit(expected).alias("de")),
-        F.struct((F.col("last") + 1).alias("pos"), F.lit(-consumed).alias("dc"), F.lit(-expected).alias("de"))))
-        .alias("b")).select(*KEY, "b.pos", "b.dc", "b.de"))
-
-
-def audit(records: DataFrame,
-          keep: Callable[[DataFrame], DataFrame] = lambda df: df) -> tuple[DataFrame, DataFrame]:
-    """(delivery, delivery_gaps); `keep` materialises the stretches, which both tables read.
-
-    delivery: run_id, design, topic, partition, expected_basis, expected_offsets, consume_batches,
-    consumed_offsets, distinct_offsets, duplicates, missing, gap_ranges, members.
-    delivery_gaps: run_id, design, topic, partition, gap_first, gap_last, gap_size."""
+def audit_frame(records: DataFrame) -> DataFrame:
+    """AUDIT_SCHEMA rows of every run with produce or consume records: one `partition` row per partition
+    (DELIVERY_SCHEMA) and one `gap` row per missing range (GAPS_SCHEMA)."""
     rows = (records.filter(F.col("type").isin("consume", "produce"))
-            .select(*KEY, "type", "design", "member", F.col("first_offset").alias("first"),
-                    F.col("last_offset").alias("last")))
-    consumed = rows.filter(F.col("type") == "consume")
-    produced = rows.filter(F.col("type") == "produce")
-    runs = rows.groupBy("run_id").agg(F.first("design").alias("design"),
-                                      F.max(F.when(F.col("type") == "produce", 1).otherwise(0)).alias("has_produce"))
-    upto_max = (consumed.groupBy(*KEY).agg(F.max("last").alias("last"))
-                .join(F.broadcast(runs.filter(F.col("has_produce") == 1).select("run_id")), "run_id", "left_anti")
-                .select(*KEY, F.lit(0).cast("long").alias("first"), "last"))
-    bounds = (_boundaries(consumed, 1, 0).unionByName(_boundaries(produced, 0, 1))
-              .unionByName(_boundaries(upto_max, 0, 1))
-              .groupBy(*KEY, "pos").agg(F.sum("dc").alias("dc"), F.sum("de").alias("de")))
-    order = Window.partitionBy(*KEY).orderBy("pos")
-    upto = order.rowsBetween(Window.unboundedPreceding, 0)
-    stretches = keep(bounds.withColumn("depth_c", F.sum("dc").over(upto))
-                     .withColumn("depth_e", F.sum("de").over(upto))
-                     .withColumn("length", F.coalesce(F.lead("pos").over(order) - F.col("pos"), F.lit(0))))
-    c, e, length = F.col("depth_c"), F.col("depth_e"), F.col("length")
-
-    def total(value: Column) -> Column:
-        return F.sum(value).cast("long")
-
-    totals = stretches.groupBy(*KEY).agg(
-        total(length * c).alias("consumed_offsets"), total(F.when(c > 0, length).otherwise(0)).alias("distinct"),
-        total(F.when(e > 0, length).otherwise(0)).alias("expected_offsets"),
-        total(F.when((e > 0) & (c == 0), length).otherwise(0)).alias("missing"))
-    gaps = _gap_ranges(stretches.filter((e > 0) & (c == 0) & (length > 0)))
-    batches = consumed.groupBy(*KEY).agg(F.count(F.lit(1)).alias("consume_batches"),
-                                         F.countDistinct("member").alias("members"))
-    gap_count = gaps.groupBy(*KEY).agg(F.count(F.lit(1)).alias("gap_ranges"))
-    zero = F.lit(0).cast("long")
-    delivery = (totals.join(batches, KEY, "left").join(gap_count, KEY, "left").join(F.broadcast(runs), "run_id")
-                .select("run_id", "design", "topic", "partition",
-                        F.when(F.col("has_produce") == 1, "produce").otherwise("max_consumed").alias("expected_basis"),
-                        "expected_offsets", F.coalesce("consume_batches", zero).alias("consume_batches"),
-                        "consumed_offsets", F.col("distinct").alias("distinct_offsets"),
-                        (F.col("consumed_offsets") - F.col("distinct")).alias("duplicates"), "missing",
-                        F.coalesce("gap_ranges", zero).alias("gap_ranges"),
-                        F.coalesce("members", zero).alias("members")))
-    gaps = gaps.join(F.broadcast(runs.select("run_id", "design")), "run_id").select(
-        "run_id", "design", "topic", "partition", "gap_first", "gap_last", "gap_size")
-    return delivery, gaps
+            .select("run_id", "design", "type", "member", "topic", "partition",
+                    F.col("first_offset").alias("first"), F.col("last_offset").alias("last")))
+    return rows.groupBy("run_id").applyInArrow(_audit_run, AUDIT_SCHEMA)
 
 
-def _gap_ranges(stretches: DataFrame) -> DataFrame:
-    """Adjacent missing stretches (split where a produce range ends) joined into one range each."""
-    order = Window.partitionBy(*KEY).orderBy("first")
-    return (stretches.select(*KEY, F.col("pos").alias("first"), (F.col("pos") + F.col("length")).alias("end"))
-            .withColumn("new", F.when(F.lag("end").over(order) == F.col("first"), 0).otherwise(1))
-            .withColumn("gap", F.sum("new").over(order.rowsBetween(Window.unboundedPreceding, 0)))
-            .groupBy(*KEY, "gap").agg(F.min("first").alias("gap_first"), (F.max("end") - 1).alias("gap_last"))
-            .select(*KEY, "gap_first", "gap_last", (F.col("gap_last") - F.col("gap_first") + 1).alias("gap_size")))
+def audit(records: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(delivery, delivery_gaps) as frames (DELIVERY_SCHEMA, GAPS_SCHEMA)."""
+    both = audit_frame(records)
+    return (both.filter(F.col("row") == PARTITION_ROW).select(*DELIVERY_SCHEMA.fieldNames()),
+            both.filter(F.col("row") == GAP_ROW).select(*GAPS_SCHEMA.fieldNames()))
+
+
+def split_rows(table: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """`audit_frame`'s rows, fetched as Arrow, as the two tables' (DELIVERY_SCHEMA, GAPS_SCHEMA columns)."""
+    import pyarrow.compute as pc
+
+    def part(kind: str, schema: T.StructType) -> pa.Table:
+        return table.filter(pc.equal(table["row"], kind)).select(schema.fieldNames())
+
+    return part(PARTITION_ROW, DELIVERY_SCHEMA), part(GAP_ROW, GAPS_SCHEMA)
+
+
+def _audit_run(table: pa.Table) -> pa.Table:
+    """One run's audit (the module's docstring), from its produce and consume records."""
+    records = table.to_pylist()
+    design = records[0]["design"] if records else None
+    has_produce = any(r["type"] == "produce" for r in records)
+    by_partition: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_partition[(r["run_id"], r["topic"], r["partition"])].append(r)
+    out: list[dict[str, Any]] = []
+    for key, mine in by_partition.items():
+        out.extend(_audit_partition(key, design, mine, has_produce))
+    return pa.Table.from_pylist(out, schema=_ARROW_SCHEMA)
+
+
+def _audit_partition(key: tuple, design: str | None, records: list[dict[str, Any]],
+                     has_produce: bool) -> list[dict[str, Any]]:
+    run_id, topic, partition = key
+    consumed = [r for r in records if r["type"] == "consume"]
+    expected = ([(r["first"], r["last"]) for r in records if r["type"] == "produce"] if has_produce
+                # no produce records in the run: offsets 0..max consumed are what was there
+                else [(0, max(r["last"] for r in consumed))] if consumed else [])
+    # boundaries: position -> (change in consuming batches, change in expected ranges)
+    steps: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for r in consumed:
+        steps[r["first"]][0] += 1
+        steps[r["last"] + 1][0] -= 1
+    for first, last in expected:
+        steps[first][1] += 1
+        steps[last + 1][1] -= 1
+    positions = sorted(steps)
+    depth_c = depth_e = 0
+    consumed_offsets = distinct = expected_offsets = missing = 0
+    gaps: list[list[int]] = []  # [first, end) of each missing range, adjacent stretches joined
+    for pos, following in pairwise([*positions, None]):
+        depth_c += steps[pos][0]
+        depth_e += steps[pos][1]
+        length = 0 if following is None else following - pos
+        consumed_offsets += length * depth_c
+        distinct += length if depth_c > 0 else 0
+        expected_offsets += length if depth_e > 0 else 0
+        if depth_e > 0 and depth_c == 0:
+            missing += length
+            if length > 0:
+                if gaps and gaps[-1][1] == pos:
+                    gaps[-1][1] = pos + length
+                else:
+                    gaps.append([pos, pos + length])
+    common = {"run_id": run_id, "design": design, "topic": topic, "partition": partition}
+    row = {"row": PARTITION_ROW, **common, "expected_basis": "produce" if has_produce else "max_consumed",
+           "expected_offsets": expected_offsets, "consume_batches": len(consumed),
+           "consumed_offsets": consumed_offsets, "distinct_offsets": distinct,
+           "duplicates": consumed_offsets - distinct, "missing": missing, "gap_ranges": len(gaps),
+           "members": len({r["member"] for r in consumed if r["member"] is not None})}
+    return [row, *({"row": GAP_ROW, **common, "gap_first": first, "gap_last": end - 1, "gap_size": end - first}
+                   for first, end in gaps)]
+
+
+def _arrow_schema() -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(AUDIT_SCHEMA)
+
+
+_ARROW_SCHEMA = _arrow_schema()

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
-from zkconsumer.lab.analysis.delivery import audit
+from zkconsumer.lab.analysis.delivery import DELIVERY_SCHEMA, GAPS_SCHEMA, audit_frame, split_rows
 from zkconsumer.lab.analysis.held import Held, hold
 from zkconsumer.lab.analysis.herd import (
     answered_epochs,
@@ -76,14 +76,12 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame, trace_erro
     migrate = len(step1["migrate_runs"]) > 0
 
     events = ownership_events(control)
-    delivery, delivery_gaps = audit(records)
     step2 = hold(spark, {
         "wire_counts": wire_counts(records, windows),
         "rebalances": rebalance_counts(control, windows),
         "events": events,
         "ownership_intervals": intervals(events, bounds, control),
-        "delivery": delivery,
-        "delivery_gaps": delivery_gaps,
+        "delivery_audit": audit_frame(records),
         "noticed": split_per_change(records, changes),  # time to stable = noticing_s + rebalancing_s
         "epochs": answered_epochs(records),
         "identity": identity_counts(records, windows),
@@ -92,6 +90,9 @@ def compute(spark: SparkSession, records: DataFrame, runs: DataFrame, trace_erro
         **(migrate_tables(records) if migrate else {}),
     })
     control.unpersist()  # every later step reads held frames
+    delivery, gaps_found = split_rows(step2.pop("delivery_audit").arrow)
+    step2["delivery"] = Held("delivery", DELIVERY_SCHEMA, delivery)
+    step2["delivery_gaps"] = Held("delivery_gaps", GAPS_SCHEMA, gaps_found)
 
     def local(name: str) -> DataFrame:
         return step2[name].frame(spark)

@@ -1,0 +1,91 @@
+"""What every per-run family shares: picking records out of a run's Arrow table, the change window a time falls
+in (windows.attach_change's rule), and the owner-node reading of the ZooKeeper wire (owner_nodes.py's rules).
+
+Records are picked with Arrow's compute functions first and only the picked rows become Python dicts: most of a
+run's lines are wire, produce and consume records that a family either skips or counts by column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from zkconsumer.lab.analysis.owner_nodes import NODE_EXISTS, OK, OWNER_PATH, OWNERS_FROM_WIRE
+
+Row = dict[str, Any]
+_OWNER = re.compile(OWNER_PATH)
+
+
+def picked(run: pa.Table, mask: pa.ChunkedArray | pa.Array | None, columns: Sequence[str] | None = None) -> list[Row]:
+    """The rows of `run` where `mask` is true (null counts as false), as dicts of `columns` (default: all)."""
+    table = run if columns is None else run.select(list(columns))
+    if mask is not None:
+        table = table.filter(pc.fill_null(mask, False))
+    return table.to_pylist()
+
+
+def equals(run: pa.Table, column: str, value: Any) -> pa.ChunkedArray:
+    return pc.equal(run[column], value)
+
+
+def is_in(run: pa.Table, column: str, values: Iterable[Any]) -> pa.ChunkedArray:
+    return pc.is_in(run[column], value_set=pa.array(list(values), type=run.schema.field(column).type))
+
+
+def in_window(t: float, window: Row) -> bool:
+    """windows.attach_change's rule: half-open [win_start, win_end), the churn's last window closed."""
+    return t >= window["win_start"] and (t < window["win_end"] or (bool(window["last"]) and t == window["win_end"]))
+
+
+def change_indexes(t: float | None, windows: Sequence[Row]) -> list[int | None]:
+    """Every change window `t` falls in (as the left join of attach_change: usually one; none gives [None])."""
+    if t is None:
+        return [None]
+    found = [w["change_index"] for w in windows if in_window(t, w)]
+    return found or [None]
+
+
+def attach(rows: Iterable[Row], windows: Sequence[Row], ts: str = "ts") -> list[Row]:
+    """windows.attach_change over dicts: each row with `change_index` (a row in two windows appears twice, as the
+    join gives it; a row in none once, with None)."""
+    out = []
+    for row in rows:
+        for index in change_indexes(row[ts], windows):
+            out.append({**row, "change_index": index})
+    return out
+
+
+def owner_tp(path: str | None) -> str | None:
+    """"topic/partition" of an owner-node path, or None (owner_nodes.owner_tp)."""
+    found = _OWNER.search(path or "")
+    return f"{found.group(1)}/{found.group(2)}" if found else None
+
+
+def _zk_reply(r: Row, op: str) -> bool:
+    return (r.get("type") == "wire" and r.get("proto") == "zk" and r.get("kind") == "reply" and r.get("op") == op
+            and owner_tp(r.get("path")) is not None)
+
+
+def claimed(r: Row) -> bool:
+    return _zk_reply(r, "create") and r.get("err") == OK
+
+
+def conflicted(r: Row) -> bool:
+    return _zk_reply(r, "create") and r.get("err") == NODE_EXISTS
+
+
+def deleted(r: Row) -> bool:
+    return _zk_reply(r, "delete")
+
+
+def session_closed(r: Row) -> bool:
+    return (r.get("type") == "wire" and r.get("proto") == "zk" and r.get("kind") == "request"
+            and r.get("op") == "closeSession")
+
+
+def from_wire(r: Row) -> bool:
+    return r.get("design") in OWNERS_FROM_WIRE

@@ -2,9 +2,10 @@
 
 The runs (fixed_runs/runs.tar.xz: manifests and traces only) are real: a herd join at N = 4 on every design
 (zk, original, coordinator, cooperative, consumer), a short migrate run, runs in the opt-in modes and a fault
-campaign's history. `expected.json.xz` holds every table the job wrote for them, each row made comparable
-(`normalise`): rows sorted, doubles to 9 significant digits, since a sum of doubles may differ in its last bits
-when Spark adds the same values in another order.
+campaign's history. `expected.json.xz` holds every table the job wrote for them. Tables are compared row by
+row (`normalise` puts the rows in one order, `differences` compares them): doubles equal to 13 significant digits,
+since a sum of doubles may differ in its last bits when its terms are added in another order, while a timestamp
+(about 1.8e9 s) must still agree to a fraction of a millisecond.
 
 A change to how the job computes (not what) must leave these answers as they are (test_fixed_set.py). A change
 to what it computes rewrites them on purpose:
@@ -41,9 +42,12 @@ def extract(into: Path) -> Path:
     return into / "runs"
 
 
+REL_TOL, ABS_TOL = 1e-13, 1e-9
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, float):
-        return None if math.isnan(v) else float(f"{v:.9g}")
+        return None if math.isnan(v) else v
     if isinstance(v, dict):
         return {k: _value(x) for k, x in sorted(v.items())}
     if isinstance(v, list | tuple):
@@ -53,9 +57,26 @@ def _value(v: Any) -> Any:
     return v
 
 
+def _rounded(v: Any, digits: int) -> Any:
+    if isinstance(v, float):
+        return float(f"{v:.{digits}g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x, digits) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x, digits) for x in v]
+    return v
+
+
+def _order(row: dict[str, Any]) -> tuple[str, str]:
+    """Rows sort by their values to 9 significant digits, then to 13: two runs of the job put equal rows in one
+    order although their sums may differ in the last bits."""
+    return (json.dumps(_rounded(row, 9), sort_keys=True, default=str),
+            json.dumps(_rounded(row, 13), sort_keys=True, default=str))
+
+
 def normalise(table: str, rows: list[dict[str, Any]], runs_root: Path) -> list[dict[str, Any]]:
-    """Rows comparable across runs of the job: values rounded, the extraction directory taken out of paths,
-    volatile columns left out, and the rows in one order."""
+    """Rows comparable across runs of the job: the extraction directory taken out of paths, volatile columns
+    left out, and the rows in one order."""
     root = str(runs_root)
     out = []
     for row in rows:
@@ -65,7 +86,32 @@ def normalise(table: str, rows: list[dict[str, Any]], runs_root: Path) -> list[d
                 continue
             clean[key] = _value(value.replace(root, "<runs>") if isinstance(value, str) else value)
         out.append(clean)
-    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    return sorted(out, key=_order)
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def differences(want: list[dict[str, Any]], found: list[dict[str, Any]], limit: int = 5) -> list[str]:
+    """What differs between two normalised tables (empty: the same), at most `limit` rows described."""
+    if len(want) != len(found):
+        return [f"{len(want)} rows expected, {len(found)} found"]
+    out = []
+    for i, (a, b) in enumerate(zip(want, found, strict=True)):
+        if not _close(a, b):
+            keys = sorted(set(a) | set(b))
+            out.append(f"row {i}: " + ", ".join(f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys
+                                                 if not _close(a.get(k), b.get(k))))
+            if len(out) >= limit:
+                break
+    return out
 
 
 def tables(result, spark, runs_root: Path) -> dict[str, list[dict[str, Any]]]:
@@ -107,7 +153,11 @@ def main() -> int:
         print(f"wrote {EXPECTED}: {len(found)} tables, {sum(map(len, found.values()))} rows")
         return 0
     want = expected()
-    differ = [name for name in sorted(set(want) | set(found)) if want.get(name) != found.get(name)]
+    differ = {name: differences(want[name], found[name]) if name in want and name in found
+              else ["a table of one side only"] for name in sorted(set(want) | set(found))}
+    differ = {name: lines for name, lines in differ.items() if lines}
+    for name, lines in differ.items():
+        print(f"{name}:", *lines, sep="\n  ")
     print("same tables" if not differ else f"tables that differ: {', '.join(differ)}")
     return 1 if differ else 0
 

@@ -70,5 +70,6 @@ def rows_of(frame: DataFrame | list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def same(found: list[dict[str, Any]], want: DataFrame | list[dict[str, Any]], table: str = "t",
          root: Path = Path("/nonexistent")) -> bool:
-    """Equal as the fixed set compares tables: rows in any order, doubles to 9 significant digits."""
-    return fixed_set.normalise(table, found, root) == fixed_set.normalise(table, rows_of(want), root)
+    """Equal as the fixed set compares tables: rows in any order, doubles to 13 significant digits."""
+    return not fixed_set.differences(fixed_set.normalise(table, rows_of(want), root),
+                                     fixed_set.normalise(table, found, root))

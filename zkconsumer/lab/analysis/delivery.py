@@ -74,7 +74,23 @@ def split_rows(table: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 def _audit_run(table: pa.Table) -> pa.Table:
     """One run's audit (the module's docstring), from its produce and consume records."""
-    records = table.to_pylist()
+    return pa.Table.from_pylist(_audit_records(table.to_pylist()), schema=_ARROW_SCHEMA)
+
+
+def audit_rows(run: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One run's audit from all its records (per_run/run.py): its DELIVERY_SCHEMA and GAPS_SCHEMA rows."""
+    import pyarrow.compute as pc
+
+    flow = run.filter(pc.fill_null(pc.is_in(run["type"], value_set=pa.array(["consume", "produce"])), False))
+    flow = flow.select(["run_id", "design", "type", "member", "topic", "partition", "first_offset", "last_offset"])
+    rows = _audit_records(flow.rename_columns(["run_id", "design", "type", "member", "topic", "partition", "first",
+                                               "last"]).to_pylist())
+    delivery, found = DELIVERY_SCHEMA.fieldNames(), GAPS_SCHEMA.fieldNames()
+    return ([{k: r[k] for k in delivery} for r in rows if r["row"] == PARTITION_ROW],
+            [{k: r[k] for k in found} for r in rows if r["row"] == GAP_ROW])
+
+
+def _audit_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     design = records[0]["design"] if records else None
     has_produce = any(r["type"] == "produce" for r in records)
     by_partition: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
@@ -83,7 +99,7 @@ def _audit_run(table: pa.Table) -> pa.Table:
     out: list[dict[str, Any]] = []
     for key, mine in by_partition.items():
         out.extend(_audit_partition(key, design, mine, has_produce))
-    return pa.Table.from_pylist(out, schema=_ARROW_SCHEMA)
+    return out
 
 
 def _audit_partition(key: tuple, design: str | None, records: list[dict[str, Any]],

@@ -16,7 +16,9 @@ before the window, as the lab's summary counts them.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 import zkconsumer.lab.analysis.owner_nodes as wire
@@ -47,6 +49,9 @@ FIT_METRICS = {
 # other per-change cost the herd fits is linear in N by its protocol.
 FIT_DEGREE = {"zk_requests_per_change": 2}
 MAX_DEGREE = 2
+# What rebalance_totals sums over the members (rebalances and owner_conflicts have rules of their own)
+REBALANCE_TOTALS = ("attempts", "failed_attempts", "conflicts", "rebalance_failures", "session_expiries",
+                    "revocations", "losses")
 
 
 def wire_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
@@ -134,8 +139,7 @@ def rebalance_totals(counts: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         F.when(F.first("design").isin(*BROKER_SIDE_DESIGNS), generations)
         .otherwise(F.sum("rebalances")).alias("rebalances"),
         generations.alias("generations_seen"),
-        *[F.sum(c).alias(c) for c in ("attempts", "failed_attempts", "conflicts", "rebalance_failures",
-                                      "session_expiries", "revocations", "losses")],
+        *[F.sum(c).alias(c) for c in REBALANCE_TOTALS],
         # a ZooKeeper-protocol count: it does not apply to the coordinator design (null there, not 0)
         F.when(F.first("design").isin(*ZOOKEEPER_DESIGNS), F.sum("owner_conflicts")).alias("owner_conflicts")))
 
@@ -196,43 +200,37 @@ def rounds_column(design: Column | str = "design") -> tuple[Column, Column]:
     return rounds, F.when(broker, rounds).otherwise(F.col("rebalances"))
 
 
-def herd_fit(spark: SparkSession, runs: DataFrame) -> Held:
+def herd_fit(runs: list[dict[str, Any]]) -> Held:
     """Per (scenario, design, process mode) sweep and metric: the least-squares polynomial of the per-change cost
     in N (`FIT_DEGREE`: a·N² + b·N + c for ZooKeeper requests, a·N + b otherwise), from every run with N > 0 and at
     least one change, with its residuals: `rms_residual` over the runs, `max_abs_residual` of the mean per N.
 
-    The sums the normal equations need are aggregated per (sweep, N) in Spark; a sweep with fewer distinct N than
-    coefficients has no fit (it would pass through any points)."""
-    metrics = sorted({m for pair in FIT_METRICS.values() for m in pair})
-    points = (runs.filter(F.col("members") > 0)
-              .select("scenario", "design", "process_mode", F.col("members").cast("double").alias("n"),
-                      F.explode(F.array(*[F.struct(F.lit(m).alias("metric"), F.col(m).alias("y"))
-                                          for m in metrics])).alias("p"))
-              .select("scenario", "design", "process_mode", "n", "p.metric", "p.y")
-              .filter(F.col("y").isNotNull()))
-    x, y = F.col("n"), F.col("y")
-    powers = [F.sum(x ** k).alias(f"sx{k}") for k in range(2 * MAX_DEGREE + 1)]
-    cross = [F.sum(x ** k * y).alias(f"sxy{k}") for k in range(MAX_DEGREE + 1)]
-    # one row per sweep, metric and group size: the moments the normal equations need, a few dozen rows
-    partials = (points.groupBy("scenario", "design", "process_mode", "metric", "n")
-                .agg(*powers, *cross, F.sum(y * y).alias("syy"), F.avg("y").alias("mean"),
-                     F.count(y).alias("k"), (F.var_pop(y) * F.count(y)).alias("within"))
-                .collect())
-    groups: dict[tuple, list] = {}
-    for p in partials:
-        if p["metric"] in FIT_METRICS.get(p["design"], ()):
-            groups.setdefault((p["scenario"], p["design"], p["process_mode"], p["metric"]), []).append(p)
+    `runs` are the `runs` table's rows (a row per run, held by the driver). The normal equations are solved from
+    the moments per (sweep, N); a sweep with fewer distinct N than coefficients has no fit (it would pass through
+    any points)."""
+    points: dict[tuple, dict[float, list[float]]] = {}
+    for run in runs:
+        if not run["members"] or run["members"] <= 0:
+            continue
+        for metric in FIT_METRICS.get(run["design"], ()):
+            if run.get(metric) is not None:
+                key = (run["scenario"], run["design"], run["process_mode"], metric)
+                points.setdefault(key, {}).setdefault(float(run["members"]), []).append(run[metric])
     rows = []
-    for key, parts in sorted(groups.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
+    for key, per_n in sorted(points.items(), key=lambda kv: tuple(str(k) for k in kv[0])):
         degree = FIT_DEGREE.get(key[3], 1)
-        fit = fit_from_moments(degree, [sum(p[f"sx{k}"] for p in parts) for k in range(2 * degree + 1)],
-                               [sum(p[f"sxy{k}"] for p in parts) for k in range(degree + 1)],
-                               sum(p["syy"] for p in parts), len(parts))
+        sizes = sorted(per_n)
+        pairs = [(n, y) for n in sizes for y in per_n[n]]
+        fit = fit_from_moments(degree, [sum(n ** k for n, _ in pairs) for k in range(2 * degree + 1)],
+                               [sum(n ** k * y for n, y in pairs) for k in range(degree + 1)],
+                               sum(y * y for _, y in pairs), len(sizes))
         if fit is None:
             continue
+        means = {n: sum(ys) / len(ys) for n, ys in per_n.items()}
         # the residuals from means and spreads per N: yᵀy - βᵀXᵀy would cancel to noise for an exact polynomial
-        fit = residual_sum(fit, sum(p["within"] + p["k"] * (p["mean"] - fit(p["n"])) ** 2 for p in parts))
+        fit = residual_sum(fit, sum(sum((y - means[n]) ** 2 for y in ys) + len(ys) * (means[n] - fit(n)) ** 2
+                                    for n, ys in per_n.items()))
         a = [*fit.coefficients, None, None][:3]
-        rows.append((*key, fit.n, len(parts), min(p["n"] for p in parts), max(p["n"] for p in parts), degree,
-                     a[2], a[1], a[0], fit.rms_residual, max(abs(p["mean"] - fit(p["n"])) for p in parts)))
+        rows.append((*key, fit.n, len(sizes), sizes[0], sizes[-1], degree, a[2], a[1], a[0], fit.rms_residual,
+                     max(abs(means[n] - fit(n)) for n in sizes)))
     return held_frame("herd_fit", rows, FIT_SCHEMA)

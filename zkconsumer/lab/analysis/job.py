@@ -38,7 +38,7 @@ from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
 from zkconsumer.lab.analysis.modes_tables import modes_frame, modes_order, modes_table, run_mode
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
-from zkconsumer.lab.analysis.readers import RunInfo, Traces, load_runs, read_traces, runs_frame
+from zkconsumer.lab.analysis.readers import RunInfo, Traces, load_runs, read_traces
 from zkconsumer.lab.analysis.report import ReportData, Timeline, render
 from zkconsumer.lab.analysis.windows import RECOVERY_MARGIN_S, recovery_span
 from zkconsumer.lab.designs import DESIGNS, FAITHFUL
@@ -137,8 +137,7 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
     lines, bad_lines = traces.of({r.run_id for r in runs})
     log.info("analysing %d runs", len(runs))
     records = _only(traces.records, {r.run_id for r in runs}) if campaigns else traces.records
-    errors = traces.errors.filter(~F.col("run_id").isin(*campaign_ids)) if campaigns else traces.errors
-    tables = compute(spark, records, runs_frame(spark, runs), errors)
+    tables = compute(records, runs, [e for e in traces.error_rows if e[0] not in campaign_ids])
     modes = {r.run_id: run_mode(r) for r in runs}
     modal = any(mode != FAITHFUL for mode in modes.values())
     if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)

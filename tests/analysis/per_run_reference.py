@@ -1,12 +1,16 @@
 """The fixed set of real runs (fixed_set.py) as the per-run analysis sees it, next to the Spark frames it must
-equal: each run's records as one Arrow table, and the Spark job's own frames of the same records.
+equal: each run's records as one Arrow table, and the Spark oracle's frames of the same records (spark_oracle/).
 
-    ref = fixed_reference(spark, tmp_path)          # once per module: extracting and parsing take seconds
-    ref = runs_reference(spark, [hand_runs.root / "split", hand_runs.root / "sweep"])   # the hand-built runs
+    fixed_ref, hand_ref                              # conftest.py: the fixed set and the hand-built runs, read once
+                                                     # per session (extracting and parsing take seconds)
+    ref = runs_reference(spark, [root])              # any other run directories
+    joined(a, b)                                     # two references as one
     ref.run_tables["<run_id>"]                       # pa.Table: one run's records (readers.RECORD_FIELDS)
     ref.records                                      # the same records as a Spark frame
-    ref.windows_rows, ref.changes_rows, ref.bounds_rows   # Spark's time frame (windows.build), as dicts
+    ref.windows_rows, ref.changes_rows, ref.bounds_rows   # Spark's time frame (spark_oracle.windows.build), as dicts
     same(python_rows, spark_frame_or_rows)           # equal as fixed_set.normalise compares tables
+
+The references are shared by every test of the session: treat them as read-only.
 """
 
 from __future__ import annotations
@@ -19,12 +23,12 @@ import fixed_set
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
+from spark_oracle.metrics import control_records
+from spark_oracle.windows import build
 
 from zkconsumer.lab.analysis.chaos_tables import is_campaign
 from zkconsumer.lab.analysis.held import hold
-from zkconsumer.lab.analysis.metrics import control_records
 from zkconsumer.lab.analysis.readers import RunInfo, load_runs, read_traces, runs_frame
-from zkconsumer.lab.analysis.windows import build
 
 
 @dataclass
@@ -60,6 +64,15 @@ def runs_reference(spark: SparkSession, roots: list[Path]) -> FixedReference:
     step1 = hold(spark, {"changes": frame.changes, "bounds": frame.bounds, "windows": frame.windows})
     return FixedReference(root, runs, runs_frame(spark, runs), records, run_tables, step1["changes"].rows(),
                           step1["bounds"].rows(), step1["windows"].rows())
+
+
+def joined(first: FixedReference, second: FixedReference) -> FixedReference:
+    """Both references as one, as if their runs had been read together (their run ids are apart)."""
+    assert not set(first.run_tables) & set(second.run_tables)
+    return FixedReference(first.runs_root, first.runs + second.runs, first.runs_df.unionByName(second.runs_df),
+                          first.records.unionByName(second.records), {**first.run_tables, **second.run_tables},
+                          first.changes_rows + second.changes_rows, first.bounds_rows + second.bounds_rows,
+                          first.windows_rows + second.windows_rows)
 
 
 def rows_of(frame: DataFrame | list[dict[str, Any]]) -> list[dict[str, Any]]:

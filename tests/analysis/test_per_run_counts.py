@@ -1,6 +1,6 @@
-"""The per-run counts (zkconsumer/lab/analysis/per_run/counts.py), run by run over Arrow, against the Spark job's
-frames of the same records: the fixed set of real runs, the hand-built runs and a few made-up edge cases, every
-table equal."""
+"""The per-run counts (zkconsumer/lab/analysis/per_run/counts.py), run by run over Arrow, against the Spark oracle's
+frames of the same records (spark_oracle/herd.py, notice_split.py, metrics.py): the fixed set of real runs, the
+hand-built runs and a few made-up edge cases, every table equal."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import pyarrow.compute as pc
 import pytest
-from per_run_reference import FixedReference, fixed_reference, rows_of, runs_reference, same
+from per_run_reference import FixedReference, rows_of, same
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from spark_oracle import herd, notice_split
+from spark_oracle.metrics import control_records, wire_gap_counts
 
-from zkconsumer.lab.analysis import herd, notice_split
-from zkconsumer.lab.analysis.metrics import control_records, wire_gap_counts
 from zkconsumer.lab.analysis.per_run import counts
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
 from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, CHANGES_SCHEMA, WINDOWS_SCHEMA
@@ -108,7 +108,7 @@ def edge_reference(spark: SparkSession) -> FixedReference:
 
 
 def spark_tables(spark: SparkSession, ref: FixedReference) -> dict[str, list[dict[str, Any]]]:
-    """Every table as the Spark job makes it, called as metrics.compute calls it."""
+    """Every table as the Spark oracle makes it, called as the Spark job called it."""
     records = ref.records
     windows = _frame(spark, ref.windows_rows, WINDOWS_SCHEMA)
     changes = _frame(spark, ref.changes_rows, CHANGES_SCHEMA)
@@ -170,16 +170,13 @@ def per_run_tables(ref: FixedReference) -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module", params=["fixed", "hand", "edge"])
-def reference(request: pytest.FixtureRequest, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory):
-    """(name, reference, Spark's tables, the per-run tables) of the fixed set, the hand-built runs or the made-up
-    edge cases, each made once."""
-    if request.param == "fixed":
-        ref = fixed_reference(spark, tmp_path_factory.mktemp("fixed"))
-    elif request.param == "edge":
+def reference(request: pytest.FixtureRequest, spark: SparkSession):
+    """(name, reference, Spark's tables, the per-run tables) of the fixed set, the hand-built runs (both read once
+    per session: `fixed_ref`, `hand_ref`) or the made-up edge cases, each compared once."""
+    if request.param == "edge":
         ref = edge_reference(spark)
     else:
-        root: Path = request.getfixturevalue("hand_runs").root
-        ref = runs_reference(spark, [root / "split", root / "sweep"])
+        ref = request.getfixturevalue(f"{request.param}_ref")
     return request.param, ref, spark_tables(spark, ref), per_run_tables(ref)
 
 

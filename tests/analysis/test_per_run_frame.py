@@ -1,5 +1,5 @@
-"""The time frame per run (per_run/frame.py) against Spark's windows.build: every run of the fixed set and of the
-hand-built runs gives Spark's bounds, changes and windows rows; and the leave-start fold pinned without Spark."""
+"""The time frame per run (per_run/frame.py) against the Spark oracle's windows.build: every run of the fixed set and of
+the hand-built runs gives Spark's bounds, changes and windows rows; and the leave-start fold pinned without Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from per_run_reference import FixedReference, fixed_reference, runs_reference, same
+from per_run_reference import FixedReference, same
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -17,13 +17,13 @@ from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
 
 
 @pytest.fixture(scope="module")
-def fixed(spark, tmp_path_factory: pytest.TempPathFactory) -> FixedReference:
-    return fixed_reference(spark, tmp_path_factory.mktemp("fixed-frame"))
+def fixed(fixed_ref: FixedReference) -> FixedReference:
+    return fixed_ref
 
 
 @pytest.fixture(scope="module")
-def hand(spark, hand_runs) -> FixedReference:
-    return runs_reference(spark, [hand_runs.root / "split", hand_runs.root / "sweep"])
+def hand(hand_ref: FixedReference) -> FixedReference:
+    return hand_ref
 
 
 def frames(ref: FixedReference) -> tuple[list[dict], list[dict], list[dict]]:
@@ -117,8 +117,8 @@ def test_a_stop_counts_only_after_the_previous_changes_start() -> None:
 
 
 def test_the_run_ends_at_its_last_control_record() -> None:
-    # run_end is over the records windows.build is given (metrics.control_records): a late produce, consume or
-    # plain wire record is not one; an owner node's delete on the wire is
+    # run_end is over the records the oracle's windows.build is given (its metrics.control_records): a late
+    # produce, consume or plain wire record is not one; an owner node's delete on the wire is
     late = ({"ts": 40.0, "type": "produce"}, {"ts": 41.0, "type": "consume"},
             {"ts": 42.0, "type": "wire", "proto": "zk", "kind": "reply", "op": "getData", "path": "/x"})
     bounds, _, _ = time_frame(run_of(*BASE, *late))

@@ -1,10 +1,11 @@
-"""The migrate tables of one run in Python (zkconsumer/lab/analysis/per_run/migrate.py) against the Spark job's
-migrate_tables on the same records: the fixed set's real migrate run and the hand-built two-step run of
-tests/lab/test_migrate_audit.py (whose answers are known), table by table, and a hand-built run of the rules'
-edge cases (`build_edges`); every other run gives no tables.
+"""The migrate tables of one run in Python (zkconsumer/lab/analysis/per_run/migrate.py) against the Spark oracle's
+migrate_tables (spark_oracle/migrate_tables.py) on the same records: the fixed set's real migrate run and the hand-built
+two-step run of tests/lab/test_migrate_audit.py (whose answers are known), table by table, and a hand-built run of the
+rules' edge cases (`build_edges`); every other run gives no tables.
 
-Both sets of runs are read in one reference (per_run_reference.runs_reference) and Spark's tables are made in one
-query, once for the module.
+The fixed set is the session's (`fixed_ref`, tests/analysis/conftest.py); the runs built here are read into a
+reference of their own, joined to it (per_run_reference.joined), and Spark's tables are made in one query, once for
+the module.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import fixed_set
 import pytest
 from analysis_builders import RunBuilder
-from per_run_reference import FixedReference, runs_reference, same
+from per_run_reference import FixedReference, joined, runs_reference, same
 from pyspark.sql import SparkSession
+from spark_oracle import migrate_tables as spark_migrate
 
-from zkconsumer.lab.analysis import migrate_tables as spark_migrate
 from zkconsumer.lab.analysis.held import hold
 from zkconsumer.lab.analysis.per_run import migrate
 
@@ -69,13 +69,12 @@ class Reference:
 
 
 @pytest.fixture(scope="module")
-def reference(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Reference:
-    work = tmp_path_factory.mktemp("per-run-migrate")
-    hand = work / "hand"
+def reference(spark: SparkSession, fixed_ref: FixedReference, tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    hand = tmp_path_factory.mktemp("per-run-migrate") / "hand"
     build_migrate(hand)
     build_plain(hand)  # a run with a membership change that is not a migrate step
     build_edges(hand)
-    ref = runs_reference(spark, [fixed_set.extract(work), hand])
+    ref = joined(fixed_ref, runs_reference(spark, [hand]))
     held = hold(spark, spark_migrate.migrate_tables(ref.records))
     [fixed_run] = [r for r in ref.run_tables if r.startswith("migrate-") and r != HAND_RUN]
     return Reference(ref, {name: held[name].rows() for name in spark_migrate.MIGRATE_TABLES}, fixed_run)

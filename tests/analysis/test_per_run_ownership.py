@@ -1,8 +1,8 @@
-"""The ownership family per run (zkconsumer/lab/analysis/per_run/ownership.py) against the Spark job's own
-functions (ownership.py) on the same records, run by run: the fixed set of real runs, the hand-built runs, and a
-few runs written here with what the real ones lack (lost generations, expiries the orchestrator caused, refused
-owner nodes, stale generations, JSON that does not parse, null members and partitions). Each table must equal
-Spark's as the fixed set compares tables (per_run_reference.same), with values of the same Python types."""
+"""The ownership family per run (zkconsumer/lab/analysis/per_run/ownership.py) against the Spark oracle's functions
+(spark_oracle/ownership.py) on the same records, run by run: the fixed set of real runs, the hand-built runs, and a few
+runs written here with what the real ones lack (lost generations, expiries the orchestrator caused, refused owner nodes,
+stale generations, JSON that does not parse, null members and partitions). Each table must equal Spark's as the fixed
+set compares tables (per_run_reference.same), with values of the same Python types."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from per_run_reference import FixedReference, fixed_reference, rows_of, runs_reference, same
+import spark_oracle.ownership as spark_ownership
+from per_run_reference import FixedReference, rows_of, same
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from spark_oracle.metrics import control_records
+from spark_oracle.windows import build
 
-import zkconsumer.lab.analysis.ownership as spark_ownership
 import zkconsumer.lab.analysis.per_run.ownership as per_run
-from zkconsumer.lab.analysis.metrics import control_records
-from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, WINDOWS_SCHEMA, build
+from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, WINDOWS_SCHEMA
 
 TABLES = ("events", "intervals", "overlaps", "ownership_per_change", "stop_the_world", "moved_per_change",
           "moved_per_run", "revoked_kept", "contention")
@@ -58,7 +59,8 @@ def _frame(spark: SparkSession, rows: Rows, schema: T.StructType) -> DataFrame:
 
 
 def spark_tables(spark: SparkSession, inputs: Inputs) -> dict[str, Rows]:
-    """As metrics.compute calls ownership.py: over the control records, with the reference's windows and bounds."""
+    """As the Spark job called the oracle's ownership.py: over the control records, with the reference's windows
+    and bounds."""
     control = inputs.records.filter(control_records())
     windows = _frame(spark, inputs.windows_rows, WINDOWS_SCHEMA)
     bounds = _frame(spark, inputs.bounds_rows, BOUNDS_SCHEMA)
@@ -94,7 +96,7 @@ def python_tables(inputs: Inputs) -> dict[str, Rows]:
         bounds = next((b for b in inputs.bounds_rows if b["run_id"] == run_id), None)
         events = per_run.ownership_events(run)
         iv = per_run.intervals(events, bounds, run)
-        # the spans metrics.compute counts the handover over: each change window, and the whole churn
+        # the spans per_run/run.py counts the handover over: each change window, and the whole churn
         change_spans = [{"run_id": run_id, "change_index": w["change_index"], "s_start": w["win_start"],
                          "s_end": w["win_end"]} for w in windows if w["change_index"] > 0]
         churn_spans = ([{"run_id": run_id, "s_start": bounds["churn_start"], "s_end": bounds["churn_end"]}]
@@ -191,13 +193,13 @@ def edge(spark: SparkSession, hand: Compared) -> Compared:
 
 
 @pytest.fixture(scope="module")
-def fixed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Compared:
-    return _compared(spark, _inputs(fixed_reference(spark, tmp_path_factory.mktemp("fixed-ownership"))))
+def fixed(spark: SparkSession, fixed_ref: FixedReference) -> Compared:
+    return _compared(spark, _inputs(fixed_ref))
 
 
 @pytest.fixture(scope="module")
-def hand(spark: SparkSession, hand_runs) -> Compared:
-    return _compared(spark, _inputs(runs_reference(spark, [hand_runs.root / "split", hand_runs.root / "sweep"])))
+def hand(spark: SparkSession, hand_ref: FixedReference) -> Compared:
+    return _compared(spark, _inputs(hand_ref))
 
 
 def _types(rows: Rows) -> set[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""Change windows from phase, membership and stable records and the leavers' ownership events, built in Spark."""
+"""Change windows from phase, membership and stable records and the leavers' ownership events, built in Spark by
+the oracle (spark_oracle/windows.py) the per-run time frame is checked against."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+from spark_oracle.windows import build
 
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
-from zkconsumer.lab.analysis.windows import build
 
 COLUMNS = T.StructType([T.StructField("run_id", T.StringType()), T.StructField("file", T.StringType()),
                         *[f for f in TRACE_SCHEMA.fields if f.name in RECORD_FIELDS]])

@@ -5,6 +5,7 @@ Spark `runs` table and the report; a run without gaps is not."""
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 from helpers import CALL_TIMEOUT, TEST_CONNECTION_RETRY, unique, wait_for
@@ -13,12 +14,14 @@ from pyspark.sql import functions as F
 
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab import gaps
-from zkconsumer.lab.analysis.metrics import wire_gap_counts, with_counting_gaps
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
 from zkconsumer.lab.analysis.report import counting_gaps_flag
 from zkconsumer.lab.summary import render, summarize
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire import BLACKHOLE, ZkProxy
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: the Spark oracle
+from spark_oracle.metrics import wire_gap_counts, with_counting_gaps
 
 
 def new_run(root: Path, name: str) -> RunDirectory:
@@ -84,7 +87,7 @@ def test_undecodable_streams_and_requests_into_a_blackhole_flag_the_run(zk_serve
     table = render([summary, summarize(clean.path)])  # the done column says why
     assert list(table.columns[-1].cells) == [f"gaps: {reason}", "yes"]
 
-    # The Spark side, on the same files: the job's reader, then the runs table's gap columns (metrics.py).
+    # The Spark side, on the same files: the job's reader, then the runs table's gap columns (the Spark oracle's).
     traces = read_traces(spark, load_runs([tmp_path / "runs"]))
     per_run = traces.errors.groupBy("run_id").agg(F.sum("bad_lines").alias("bad_lines"))
     runs = {r["run_id"]: r.asDict() for r in with_counting_gaps(per_run, wire_gap_counts(traces.records)).collect()}

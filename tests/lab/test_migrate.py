@@ -1,24 +1,28 @@
-"""The `migrate` churn action on the real servers: a ZooKeeper-design group under load is rolled, member by member,
-to coordinator-design members of the same group id (zkconsumer/lab/migrate.py), and the Spark audit of that one run
-(zkconsumer/lab/analysis/migrate_tables.py) finds every produced message consumed, counts the duplicates the two
-halves make, and measures how long the group consumed nothing around each step.
+"""The `migrate` churn action on the real servers: a ZooKeeper-design group under load is rolled, member by member, to
+coordinator-design members of the same group id (zkconsumer/lab/migrate.py), and the Spark audit of that one run
+(zkconsumer/lab/analysis/migrate_tables.py's tables in their Spark form, tests/analysis/spark_oracle/) finds every
+produced message consumed, counts the duplicates the two halves make, and measures how long the group consumed nothing
+around each step.
 
 The run shares the suite's servers (`lab_servers`, tests/lab/conftest.py) and the test run's one SparkSession.
 """
 
 from __future__ import annotations
 
+import sys
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from zkconsumer.lab.analysis.migrate_tables import migrate_tables
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import ScenarioError, expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.trace import read_traces as read_trace_lines
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: the oracle
+from spark_oracle.migrate_tables import migrate_tables
 
 pytestmark = pytest.mark.slow
 

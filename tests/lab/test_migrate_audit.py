@@ -1,6 +1,7 @@
-"""The migrate audit (zkconsumer/lab/analysis/migrate_tables.py, docs/migrate.md "The audit") on a hand-built
-two-step run whose answers are worked out by hand: duplicates before and inside each step's window, a gap, a
-stretch without consumption that began before each step, and a partition stall that spans the step boundary.
+"""The migrate audit (zkconsumer/lab/analysis/migrate_tables.py, docs/migrate.md "The audit") in its Spark form
+(tests/analysis/spark_oracle/migrate_tables.py, which per_run/migrate.py is held equal to) on a hand-built two-step
+run whose answers are worked out by hand: duplicates before and inside each step's window, a gap, a stretch without
+consumption that began before each step, and a partition stall that spans the step boundary.
 
 The real run of tests/lab/test_migrate.py can only be checked for consistency; here every number is known. The run
 is written as the lab writes it (RunBuilder, tests/analysis/analysis_builders.py) with a second run that has no
@@ -15,11 +16,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from zkconsumer.lab.analysis.migrate_tables import migrate_tables
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: its builders
+sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: builders, oracle
 from analysis_builders import T0, RunBuilder
+from spark_oracle.migrate_tables import migrate_tables
 
 
 def build_migrate(root: Path) -> RunBuilder:

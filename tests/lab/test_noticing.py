@@ -4,12 +4,15 @@ hand-made trace records: which records count as an incumbent hearing of a change
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from zkconsumer.lab.noticing import notice_member, split
 from zkconsumer.lab.summary import summarize
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: the Spark oracle
 
 T0 = 1_700_000_000.0
 
@@ -122,9 +125,10 @@ def test_only_wire_records_of_a_notice_count():
 
 
 def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
-    """The Spark tables' noticing_s and rebalancing_s (analysis/notice_split.py) on the same hand-made records as
-    the summary: the two readings of zkconsumer/lab/noticing.py must agree, change by change and per run."""
-    from zkconsumer.lab.analysis.notice_split import split_per_change, split_per_run
+    """The Spark oracle's noticing_s and rebalancing_s (tests/analysis/spark_oracle/notice_split.py) on the same
+    hand-made records as the summary: the two readings of zkconsumer/lab/noticing.py must agree, change by change
+    and per run."""
+    from spark_oracle.notice_split import split_per_change, split_per_run
 
     made = [
         phase(0.0, "settled"),
@@ -170,7 +174,7 @@ def test_spark_per_run_split_takes_the_earliest_of_tied_longest_changes(spark):
     """Eight changes stable after the same 1.0 s: the run's split is the first change's, as the summary's max()
     over its stable records in order picks it (max_by alone keeps whichever tied row it meets first: here, with
     the rows listed latest first over two partitions, another change's)."""
-    from zkconsumer.lab.analysis.notice_split import split_per_run
+    from spark_oracle.notice_split import split_per_run
 
     bounds = spark.createDataFrame([("r", T0, T0 + 60.0)], "run_id string, churn_start double, churn_end double")
     # several layouts of the same rows: which tied row max_by meets first depends on the order and partitioning

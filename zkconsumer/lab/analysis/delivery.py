@@ -12,9 +12,10 @@ give, for each stretch of offsets, how many batches consumed it and whether it w
 * missing = expected offsets no batch consumed; `delivery_gaps` lists them as ranges (adjacent missing
   stretches, split where a produce range ends, joined into one).
 
-The sweep is sequential, so it runs per run as a grouped map over Arrow on the executors (`audit_frame`: one
-Python call per run with its produce and consume records, which are a fraction of its lines), and gives both
-tables' rows at once, told apart by `row`.
+The sweep is sequential, so it runs per run, inside the job's grouped map over Arrow on the executors
+(`audit_rows`, per_run/run.py; `_audit_run` for the migrate tables, per_run/migrate.py): one Python call per run
+with its produce and consume records, which are a fraction of its lines. `_audit_run` gives both tables' rows at
+once, told apart by `row` (AUDIT_SCHEMA), and `split_rows` parts them.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 KEY = ["run_id", "topic", "partition"]
@@ -46,24 +45,8 @@ AUDIT_SCHEMA = T.StructType([T.StructField("row", _TEXT),
                              *[f for f in GAPS_SCHEMA.fields if f.name not in DELIVERY_SCHEMA.fieldNames()]])
 
 
-def audit_frame(records: DataFrame) -> DataFrame:
-    """AUDIT_SCHEMA rows of every run with produce or consume records: one `partition` row per partition
-    (DELIVERY_SCHEMA) and one `gap` row per missing range (GAPS_SCHEMA)."""
-    rows = (records.filter(F.col("type").isin("consume", "produce"))
-            .select("run_id", "design", "type", "member", "topic", "partition",
-                    F.col("first_offset").alias("first"), F.col("last_offset").alias("last")))
-    return rows.groupBy("run_id").applyInArrow(_audit_run, AUDIT_SCHEMA)
-
-
-def audit(records: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(delivery, delivery_gaps) as frames (DELIVERY_SCHEMA, GAPS_SCHEMA)."""
-    both = audit_frame(records)
-    return (both.filter(F.col("row") == PARTITION_ROW).select(*DELIVERY_SCHEMA.fieldNames()),
-            both.filter(F.col("row") == GAP_ROW).select(*GAPS_SCHEMA.fieldNames()))
-
-
 def split_rows(table: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """`audit_frame`'s rows, fetched as Arrow, as the two tables' (DELIVERY_SCHEMA, GAPS_SCHEMA columns)."""
+    """`_audit_run`'s rows (AUDIT_SCHEMA) as the two tables' (DELIVERY_SCHEMA, GAPS_SCHEMA columns)."""
     import pyarrow.compute as pc
 
     def part(kind: str, schema: T.StructType) -> pa.Table:

@@ -1,5 +1,5 @@
 """What every per-run family shares: picking records out of a run's Arrow table, the change window a time falls
-in (windows.attach_change's rule), and the owner-node reading of the ZooKeeper wire (owner_nodes.py's rules).
+in (`in_window`), and the owner-node reading of the ZooKeeper wire (what an owner node tells: owner_nodes.py).
 
 Records are picked with Arrow's compute functions first and only the picked rows become Python dicts: most of a
 run's lines are wire, produce and consume records that a family either skips or counts by column.
@@ -37,12 +37,13 @@ def is_in(run: pa.Table, column: str, values: Iterable[Any]) -> pa.ChunkedArray:
 
 
 def in_window(t: float, window: Row) -> bool:
-    """windows.attach_change's rule: half-open [win_start, win_end), the churn's last window closed."""
+    """Whether `t` falls in a change window: half-open [win_start, win_end), the churn's last window closed.
+    Outside every window is outside the churn."""
     return t >= window["win_start"] and (t < window["win_end"] or (bool(window["last"]) and t == window["win_end"]))
 
 
 def change_indexes(t: float | None, windows: Sequence[Row]) -> list[int | None]:
-    """Every change window `t` falls in (as the left join of attach_change: usually one; none gives [None])."""
+    """Every change window `t` falls in (usually one; none gives [None], as a left join of the windows does)."""
     if t is None:
         return [None]
     found = [w["change_index"] for w in windows if in_window(t, w)]
@@ -50,8 +51,8 @@ def change_indexes(t: float | None, windows: Sequence[Row]) -> list[int | None]:
 
 
 def attach(rows: Iterable[Row], windows: Sequence[Row], ts: str = "ts") -> list[Row]:
-    """windows.attach_change over dicts: each row with `change_index` (a row in two windows appears twice, as the
-    join gives it; a row in none once, with None)."""
+    """Each row with `change_index`, the change window its `ts` falls in (`in_window`): a row in two windows appears
+    twice, as a join gives it; a row in none once, with None."""
     out = []
     for row in rows:
         for index in change_indexes(row[ts], windows):
@@ -60,7 +61,7 @@ def attach(rows: Iterable[Row], windows: Sequence[Row], ts: str = "ts") -> list[
 
 
 def owner_tp(path: str | None) -> str | None:
-    """"topic/partition" of an owner-node path, or None (owner_nodes.owner_tp)."""
+    """"topic/partition" of an owner-node path (OWNER_PATH's two groups), or None."""
     found = _OWNER.search(path or "")
     return f"{found.group(1)}/{found.group(2)}" if found else None
 
@@ -71,21 +72,26 @@ def _zk_reply(r: Row, op: str) -> bool:
 
 
 def claimed(r: Row) -> bool:
+    """An owner node created: the member (the record's `link`) owns the partition from the reply on."""
     return _zk_reply(r, "create") and r.get("err") == OK
 
 
 def conflicted(r: Row) -> bool:
+    """A claim refused: the node is someone else's (NodeExists)."""
     return _zk_reply(r, "create") and r.get("err") == NODE_EXISTS
 
 
 def deleted(r: Row) -> bool:
+    """An owner node deleted (released, or rolled back after a conflict): gone once the server answers."""
     return _zk_reply(r, "delete")
 
 
 def session_closed(r: Row) -> bool:
+    """A member closing its session: ZooKeeper deletes its ephemeral owner nodes with it."""
     return (r.get("type") == "wire" and r.get("proto") == "zk" and r.get("kind") == "request"
             and r.get("op") == "closeSession")
 
 
 def from_wire(r: Row) -> bool:
+    """A record of a design whose owners come from the wire (OWNERS_FROM_WIRE)."""
     return r.get("design") in OWNERS_FROM_WIRE

@@ -1,9 +1,10 @@
 """The counts of one run: its wire by member and operation, its members' rebalance events, the identities' requests,
 the noticing split, the epochs the coordinator answered, and the counting gaps.
 
-The definitions are the Spark job's: herd.py (wire_counts, rebalance_counts, identity_counts, answered_epochs,
-epoch_rounds), notice_split.py (split_per_change, split_per_run) and metrics.py (wire_gap_counts). Each function
-here gives what its namesake gives for this run, row for row.
+What is counted is defined in herd.py (the wire, its notifications and the rounds), zkconsumer/lab/noticing.py
+(the noticing split) and zkconsumer/lab/gaps.py (the counting gaps); each function's docstring says what its rows
+are. Each gives, for this run and row for row, what its namesake in the Spark form the tests hold it equal to gives
+(tests/analysis/spark_oracle/herd.py, notice_split.py and metrics.py).
 
 The wire is most of a run's lines, so it is never turned into one dict per record: the records are grouped by
 every value a rule or a key reads (Arrow's group_by), and the protocol rules, in their Python form
@@ -68,7 +69,7 @@ def _rows_where(table: pa.Table, columns: Sequence[str], rule: Rule) -> pa.Table
 
 
 def _attached(table: pa.Table, windows: Sequence[Row], ts: str = "ts") -> pa.Table:
-    """windows.attach_change over a table: each row with its `change_index`, a row in two windows twice and in none
+    """core.attach over a table: each row with its `change_index`, a row in two windows twice and in none
     once, with null (the left join's rows)."""
     positions, index = _change_rows(table[ts], windows)
     return table.take(positions).append_column("change_index", index)
@@ -111,7 +112,7 @@ def _expanded(stretch: np.ndarray, answers: list[list[int | None]]) -> tuple[np.
     return np.concatenate(positions), pa.array(np.concatenate(values), mask=np.concatenate(nulls), type=pa.int32())
 
 
-# --- wire counts (herd.wire_counts) ----------------------------------------------------------------------------
+# --- wire counts -----------------------------------------------------------------------------------------------
 
 # every value wire_counts' category, op, code, member and coordination read
 _WIRE_KEYS = ("run_id", "design", "change_index", "link", "client_id", "proto", "kind", "op", "opcode", "api_name",
@@ -119,7 +120,7 @@ _WIRE_KEYS = ("run_id", "design", "change_index", "link", "client_id", "proto", 
 
 
 def _category(g: Row) -> str | None:
-    """herd.wire_counts' category: request | notification (a broker-side design's notices are responses), or None."""
+    """A wire record's category: request | notification (a broker-side design's notices are responses), or None."""
     proto, kind = g["proto"], g["kind"]
     if proto == "zk":
         return {"request": "request", "event": "notification"}.get(kind)
@@ -156,7 +157,7 @@ def wire_counts(run: pa.Table, windows: Sequence[Row]) -> list[Row]:
     return [{**dict(zip(names, key, strict=True)), "count": n} for key, n in totals.items()]
 
 
-# --- the members' rebalance events (herd.rebalance_counts) ----------------------------------------------------
+# --- the members' rebalance events -----------------------------------------------------------------------------
 
 _EVENT_COLUMNS = ("run_id", "design", "ts", "member", "link", "type", "kind", "result", "generation", "proto", "op",
                   "path", "err")
@@ -175,8 +176,10 @@ _EVENT_COUNTS: dict[str, Callable[[Row], bool]] = {
 
 
 def rebalance_counts(run: pa.Table, windows: Sequence[Row]) -> list[Row]:
-    """run_id, design, change_index, member, the counts of `_EVENT_COUNTS`, and `generations`: the distinct
-    generations assigned, sorted (Spark's collect_set has no order)."""
+    """Per change and member: the split-brain symptoms members report about themselves, and (ZooKeeper designs)
+    the owner-node claims ZooKeeper refused, from the wire (`owner_conflicts`, owner_nodes.py). run_id, design,
+    change_index, member, the counts of `_EVENT_COUNTS`, and `generations`: the distinct generations assigned,
+    sorted (Spark's collect_set has no order)."""
     # the member events and generation records, and the owner-node creates conflicted() judges
     zk_create = _all(equals(run, "type", "wire"), equals(run, "proto", "zk"), equals(run, "kind", "reply"),
                      equals(run, "op", "create"))
@@ -193,7 +196,7 @@ def rebalance_counts(run: pa.Table, windows: Sequence[Row]) -> list[Row]:
             for (run_id, design, index, member), group in groups.items()]
 
 
-# --- the identities' counts (herd.identity_counts) ---------------------------------------------------------------
+# --- the identities' counts ------------------------------------------------------------------------------------
 
 def _list_size(text: str | None) -> int:
     """size(coalesce(from_json(text, array<string>), [])): a JSON list's length, 0 for anything else."""
@@ -205,8 +208,10 @@ def _list_size(text: str | None) -> int:
 
 
 def identity_counts(run: pa.Table, windows: Sequence[Row]) -> Row | None:
-    """run_id, the `API_COLUMNS` request counts, epoch_zero_heartbeats, revoked_partitions over the churn window;
-    None when no Kafka request and no revocation falls in it (Spark then has no row)."""
+    """Over the churn window: the requests of each API the identities count (`API_COLUMNS`), the consumer
+    protocol's joins (`epoch_zero_heartbeats`: ConsumerGroupHeartbeats sent with member epoch 0) and the partitions
+    members revoked (`revoked_partitions`), which is what identities.broker_side_join is evaluated on. run_id and
+    those columns; None when no Kafka request and no revocation falls in it (Spark then has no row)."""
     requests = _wire(run, ("run_id", "ts", "api_name", "member_epoch"), equals(run, "proto", "kafka"),
                      equals(run, "kind", "request"))
     inside = _attached(requests, windows)
@@ -226,7 +231,7 @@ def identity_counts(run: pa.Table, windows: Sequence[Row]) -> Row | None:
     return row
 
 
-# --- the noticing split (notice_split.py) ------------------------------------------------------------------------
+# --- the noticing split (zkconsumer/lab/noticing.py) -----------------------------------------------------------
 
 _NOTICE_VALUES = ("type", "proto", "kind", "error_name", "api_name", "assigned")
 
@@ -273,25 +278,26 @@ def split_per_run(per_change: Sequence[Row], changes: Sequence[Row], bounds: Row
     return {"run_id": bounds["run_id"], "noticing_s": longest["noticing_s"], "rebalancing_s": longest["rebalancing_s"]}
 
 
-# --- the epochs the coordinator answered (herd.answered_epochs, herd.epoch_rounds) ------------------------------
+# --- the epochs the coordinator answered -----------------------------------------------------------------------
 
 def answered_epochs(run: pa.Table) -> pa.Table:
-    """run_id, ts, epoch: every generation or group epoch a coordinator's answer carries (as a table: a consumer
-    protocol run answers every heartbeat with its epoch)."""
+    """run_id, ts, epoch: every generation (JoinGroup) or group epoch (ConsumerGroupHeartbeat) a coordinator's
+    answer carries (`epoch_after`; 0 and below are no epoch), as a table: a consumer protocol run answers every
+    heartbeat with its epoch."""
     answers = _wire(run, ("run_id", "ts", "epoch_after"), equals(run, "proto", "kafka"),
                     equals(run, "kind", "response"), pc.greater(run["epoch_after"], 0))
     return answers.rename_columns(["run_id", "ts", "epoch"])
 
 
 def change_spans(windows: Sequence[Row]) -> list[Row]:
-    """The spans of metrics.compute the wire's rounds are counted per change over: each change window."""
+    """The spans the wire's rounds are counted per change over (run.py): each change window."""
     return [{"run_id": w["run_id"], "change_index": w["change_index"], "s_start": w["win_start"],
              "s_end": w["win_end"], "last": w["last"]}
             for w in windows if w["change_index"] is not None and w["change_index"] > 0]
 
 
 def churn_spans(bounds: Row | None) -> list[Row]:
-    """The span of metrics.compute the wire's rounds are counted per run over: the churn window, if it has one."""
+    """The span the wire's rounds are counted per run over (run.py): the churn window, if it has one."""
     if bounds is None or bounds["churn_start"] is None:
         return []
     return [{"run_id": bounds["run_id"], "s_start": bounds["churn_start"], "s_end": bounds["churn_end"]}]
@@ -303,7 +309,9 @@ def _number(value: float | None) -> float:
 
 def epoch_rounds(epochs: pa.Table, spans: Sequence[Row], keys: tuple[str, ...],
                  closed: Callable[[Row], bool]) -> list[Row]:
-    """run_id, *keys, wire_rounds per span; `closed(span)`: whether the span includes its end."""
+    """Per span (run_id, *keys, s_start, s_end): `wire_rounds`, the distinct epochs answered inside it above the
+    newest answered before it. `closed(span)`: whether a span includes its end (the churn does; a change window
+    only when it is the churn's last)."""
     out = []
     for span in spans:
         mine = epochs.filter(pc.fill_null(pc.equal(epochs["run_id"], span["run_id"]), False))
@@ -317,10 +325,11 @@ def epoch_rounds(epochs: pa.Table, spans: Sequence[Row], keys: tuple[str, ...],
     return out
 
 
-# --- the counting gaps (metrics.wire_gap_counts) -----------------------------------------------------------------
+# --- the counting gaps (zkconsumer/lab/gaps.py) ----------------------------------------------------------------
 
 def wire_gap_counts(run: pa.Table) -> Row | None:
-    """run_id, undecodable_streams, blackholed_requests over the whole run; None when it has no wire record."""
+    """run_id, undecodable_streams, blackholed_requests over the whole run (what tables.with_counting_gaps
+    reports); None when it has no wire record."""
     groups = _counted(_wire(run, ("run_id", "type", "kind", "dropped")), ("run_id", "type", "kind", "dropped"))
     if not groups:
         return None

@@ -1,10 +1,10 @@
-"""The time frame of one run, in Python over Arrow: its bounds, its changes and its change windows, the rows that
-windows.build makes of that run (BOUNDS_SCHEMA, CHANGES_SCHEMA, WINDOWS_SCHEMA).
+"""The time frame of one run, in Python over Arrow: its bounds, its changes and its change windows (rows of
+BOUNDS_SCHEMA, CHANGES_SCHEMA and WINDOWS_SCHEMA).
 
-What the churn window, a change, its number and its window are is defined in windows.py, and only there; this
-module follows its Spark code step by step (`_span` is `build`'s per-run phases, then `_numbered`, `_starts`,
-`_changes`, `_bounds`, `_windows`), with Spark's null, ordering and aggregate semantics where they differ from
-plain Python.
+What the churn window, a change, its number and its window are is defined in windows.py, and only there. This
+module follows, step by step, the Spark form the tests hold it equal to (tests/analysis/spark_oracle/windows.py:
+`_span` is its `build`'s per-run phases, then `_numbered`, `_starts`, `_changes`, `_bounds`, `_windows`), with
+Spark's null, ordering and aggregate semantics where they differ from plain Python.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from zkconsumer.lab.analysis.windows import (
 
 
 def time_frame(run: pa.Table) -> tuple[Row | None, list[Row], list[Row]]:
-    """(bounds, changes, windows) of one run's records (run_id, file, readers.RECORD_FIELDS): the run's rows of
-    windows.build over its control records; bounds is None when the run has none."""
+    """(bounds, changes, windows) of one run's records (run_id, file, readers.RECORD_FIELDS), from its control
+    records (`_control`); bounds is None when the run has none."""
     span = _span(run)
     if span is None:
         return None, [], []
@@ -93,8 +93,8 @@ def _any(*masks: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _control(run: pa.Table) -> pa.ChunkedArray:
-    """metrics.control_records over Arrow: every record but wire, produce and consume, and of the wire the
-    owner-node creates and deletes, session closes and the coordinator's error answers. A null type is none."""
+    """The control records: every record but wire, produce and consume, and of the wire the owner-node creates
+    and deletes, session closes and the coordinator's error answers. A null type is none."""
     type_, proto, kind = run["type"], run["proto"], run["kind"]
     owner_node = _all(pc.equal(proto, "zk"), pc.equal(kind, "reply"), is_in(run, "op", ("create", "delete")),
                       pc.match_substring_regex(run["path"], OWNER_PATH))
@@ -108,7 +108,7 @@ def _control(run: pa.Table) -> pa.ChunkedArray:
 
 
 def _span(run: pa.Table) -> Row | None:
-    """build's `runs` row: run_id, run_end (the last control record), settled, done and churn_end (done, else the
+    """The run's phases: run_id, run_end (the last control record), settled, done and churn_end (done, else the
     run's end); None when the run has no control record (Spark's groupBy then has no row for it)."""
     control = _control(run)
     if not pc.any(control).as_py():
@@ -125,8 +125,9 @@ def _span(run: pa.Table) -> Row | None:
 
 
 def _numbered(run: pa.Table) -> list[Row]:
-    """windows._numbered: the change-starting membership records in the row_number order, each with its weight,
-    change_index and change_number (the running sum of weights)."""
+    """The change-starting membership records, numbered as the orchestrator numbers them (windows.py): in
+    change_index order (time, then step), each with its weight, change_index and change_number (the running sum of
+    weights)."""
     mask = _all(equals(run, "type", "membership"), is_in(run, "action", WINDOW_ACTIONS))
     rows = picked(run, mask, ["design", "ts", "action", "members", "step"])
     # the window's order: ts, coalesce(step, 0), action, array_join(members, ","); ascending, nulls first
@@ -142,7 +143,8 @@ def _numbered(run: pa.Table) -> list[Row]:
 # --- where each change's window starts -------------------------------------------------------------------------
 
 def _ownership(r: Row) -> int | None:
-    """windows._starts' `own`: 1 for an ownership event that starts owning, 0 for one that stops, else None."""
+    """1 for an ownership event that starts owning, 0 for one that stops, else None: the events a leave's start
+    is read from (windows.py)."""
     type_, kind = r["type"], r["kind"]
     if type_ == "member_event" and kind == "fetchers_started":
         return 1
@@ -193,7 +195,7 @@ def _last_stops(change: Row, events: dict[str, list[tuple[float, int]]]) -> list
 
 
 def _starts(run: pa.Table, numbered: list[Row], settled: float | None) -> list[float | None]:
-    """windows._starts: each change's window start, in change_index order.
+    """Each change's window start, in change_index order.
 
     The fold: a leaver's stop moves its leave's start back only when it is later than the previous change's start
     (`floor`, itself possibly moved; `settled` before the first). The previous start, not the previous record: a

@@ -1,7 +1,8 @@
 """The migrate tables of one run (`migrate_steps`, `migrate_totals`, `migrate_partitions`) in Python over Arrow.
 
-What the tables mean, the step windows and every column are defined by the Spark original, migrate_tables.py,
-which this must equal row for row; the partition stalls are chaos_tables._stalls' and `migrate_partitions` is the
+What the tables mean, the step windows and every column are defined in migrate_tables.py; the tests hold this
+equal, row for row, to the Spark form of those tables (tests/analysis/spark_oracle/migrate_tables.py, whose names
+the docstrings here use). The partition stalls are chaos_tables._stalls' and `migrate_partitions` is the
 delivery audit's per-partition rows, made here by the audit's own per-run function (delivery._audit_run).
 
 The produce and consume records, most of a run's lines, are taken from Arrow as numpy columns and worked on as
@@ -48,7 +49,7 @@ def migrate_tables(run: pa.Table) -> dict[str, list[Row]]:
 
 
 class _Windows:
-    """The migrate steps in migrate_tables._windows' order (start_ts, then step), each window running to the next
+    """The migrate steps in the Spark form's `_windows` order (start_ts, then step), each window running to the next
     step's record, the last one to the run's last record."""
 
     def __init__(self, steps: list[Row], run_end: float) -> None:
@@ -65,7 +66,7 @@ class _Windows:
         return len(self.rows)
 
     def index(self, ts: np.ndarray) -> np.ndarray:
-        """The window each time falls in (-1: none, before the first step): migrate_tables._step_of's rule,
+        """The window each time falls in (-1: none, before the first step): the Spark form's `_step_of` rule,
         [start, end) and the last window closed."""
         # only the latest window starting at or before t can hold it: every earlier one ends at a later start.
         # Two steps at one instant make the first an empty window [s, s); side="right" passes over it, as Spark does

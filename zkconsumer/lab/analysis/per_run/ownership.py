@@ -1,10 +1,12 @@
-"""Ownership of one run, in Python over Arrow: the tables of zkconsumer/lab/analysis/ownership.py (its docstrings
-define every one: events, intervals, overlaps, per-change coverage, stop-the-world pauses, partitions moved,
-partitions revoked for nothing, contention events), computed from one run's records.
+"""Ownership of one run, in Python over Arrow: events, intervals, overlaps, per-change coverage, stop-the-world
+pauses, partitions moved, partitions revoked for nothing and contention events, computed from one run's records.
+What an ownership event and an interval are is defined in zkconsumer/lab/analysis/ownership.py; what each table's
+rows are, in its function's docstring here.
 
-Each function gives the rows the Spark function of the same name gives for that run, keyed by its columns, with
-Spark's semantics where they matter: events ordered by (ts, ev), an END before a START at one instant; a join
-drops null keys; greatest/least skip nulls; from_json gives null (here: no events) for text that does not parse.
+Each function gives, for that run, the rows its namesake in the Spark form the tests hold it equal to gives
+(tests/analysis/spark_oracle/ownership.py), keyed by its columns, with Spark's semantics where they matter: events
+ordered by (ts, ev), an END before a START at one instant; a join drops null keys; greatest/least skip nulls;
+from_json gives null (here: no events) for text that does not parse.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from zkconsumer.lab.protocol_rules import backs_off
 
 _COLUMNS = ("run_id", "design", "type", "ts", "member", "kind", "partitions", "added", "offsets", "action",
             "members", "proto", "link", "op", "path", "err", "result", "api_name", "error_name")
-_TP = re.compile(r"^(.*)/(\d+)$", re.ASCII)  # regexp_extract's pattern in ownership.intervals (\d is ASCII in Java)
+_TP = re.compile(r"^(.*)/(\d+)$", re.ASCII)  # the Spark form's regexp_extract pattern (\d is ASCII in Java)
 _INT_MAX = 2**31 - 1
 
 
@@ -117,7 +119,8 @@ def _in_order(events: Iterable[Row]) -> list[Row]:
 # --- ownership events ------------------------------------------------------------------------------------------
 
 def ownership_events(run: pa.Table) -> list[Row]:
-    """ownership.ownership_events of one run: run_id, design, member, tp, ts, ev, reason."""
+    """The run's ownership events (ownership.py says which records give them): run_id, design, member, tp
+    ("topic/partition"), ts, ev (START | END), reason."""
     member_events = _typed(run, "member_event", ("fetchers_started", "fetchers_stopped"))
     generations = _typed(run, "generation", ("assigned", "revoked", "lost"))
     owner_nodes = pc.and_kleene(_zk_wire(run), is_in(run, "op", ("create", "delete", "closeSession")))
@@ -179,7 +182,9 @@ def _ended(owned: list[Row], rows: list[Row]) -> list[Row]:
 # --- intervals -------------------------------------------------------------------------------------------------
 
 def intervals(events: Sequence[Row], bounds: Row | None, run: pa.Table) -> list[Row]:
-    """ownership.intervals of one run (`bounds`: its BOUNDS_SCHEMA row; none, as the inner join gives, no rows)."""
+    """The run's ownership intervals (ownership.py): run_id, design, member, tp, topic, partition, start, end,
+    length_s, end_reason, open_at_end, stale_since, basis (what an interval is: "fetching", "generation" or "owner
+    node", owner_nodes.py). `bounds`: its BOUNDS_SCHEMA row; none, as the inner join gives, no rows."""
     if bounds is None:
         return []
     paired = []
@@ -245,8 +250,10 @@ def _stale_since(paired: list[Row], expiries: dict[str, list[float]]) -> dict[tu
 # --- what the intervals tell -----------------------------------------------------------------------------------
 
 def overlaps(iv: Sequence[Row], windows: Sequence[Row]) -> list[Row]:
-    """ownership.overlaps of one run: every pair of different members' intervals on one partition that overlap,
-    with the change window of the overlap's start (attach_change)."""
+    """Two different members fetching one partition at once (split brain): every pair of different members'
+    intervals on one partition that overlap. run_id, design, tp, member_a, member_b, start, end, overlap_s,
+    after_expiry (one of them had lost its ZooKeeper session by then; null for the designs whose owners come from
+    the wire, which report no expiry of their own), change_index (of the overlap's start, core.attach)."""
     found = []
     for (tp,), group in _by(iv, "tp").items():
         if tp is None:
@@ -277,7 +284,7 @@ def _overlap(a: Row, b: Row) -> Row:
 
 
 def coverage(iv: Iterable[Row]) -> list[Row]:
-    """ownership.coverage of one run: tp, start, end of each island of the union of a partition's intervals."""
+    """The union of every member's intervals per partition: tp, start, end of each island (disjoint)."""
     islands = []
     for (tp,), group in _by(iv, "tp").items():
         current: Row | None = None
@@ -293,8 +300,12 @@ def coverage(iv: Iterable[Row]) -> list[Row]:
 
 def ownership_per_change(iv: Sequence[Row], events: Sequence[Row], windows: Sequence[Row],
                          partitions: int | None) -> list[Row]:
-    """ownership.ownership_per_change of one run: per change window (change_index > 0), unowned_partition_s,
-    convergence_s and n_partitions; `partitions` is the run's manifest count."""
+    """Per change window (change_index > 0): unowned_partition_s, convergence_s and n_partitions.
+
+    unowned_partition_s: window length x partitions, less the time each partition was fetched by someone.
+    convergence_s: from the window's start to its last ownership event, if every partition is fetched after it
+    (null when the window ends with some partition unowned). The partition count is the scenario's (`partitions`,
+    the run's manifest count), or the number seen fetched when that is larger (partitions added during the run)."""
     islands = coverage(iv)
     # countDistinct over every island of the run (each island meets every window)
     n = max(partitions or 0, len({i["tp"] for i in islands if i["tp"] is not None}))
@@ -318,8 +329,12 @@ def _positive(overlap: float) -> float:
 
 
 def stop_the_world(events: Iterable[Row], windows: Sequence[Row]) -> list[Row]:
-    """ownership.stop_the_world of one run: each member's first stop after a start (or its first event), to its
-    next start, with the change window of the stop."""
+    """Per member: from giving its partitions up (fetchers stopped; revoked or lost) to getting some back (fetchers
+    restarted; assigned): each member's first stop after a start (or its first event), to its next start. A
+    repeated stop before the restart (a retried attempt) belongs to the first one; a kill is no stop.
+
+    run_id, design, member, stopped_ts, restarted_ts, pause_s (null: never restarted, e.g. it left),
+    partitions_before, partitions_after, change_index (of the stop)."""
     counts: dict[tuple, int] = defaultdict(int)  # the events of one instant, counted: partitions
     for e in events:
         if e["reason"] is not None and e["reason"] != "killed":
@@ -348,8 +363,9 @@ def _stop(stop: Row, after: list[Row]) -> Row:
 # --- the handover ----------------------------------------------------------------------------------------------
 
 def _owners_at(iv: Iterable[Row], t: float | None, after_events_at: bool) -> dict[str | None, str | None]:
-    """tp -> who owned it at `t` (ownership._owners_at): the greatest member name holding it, None when only
-    null members do."""
+    """tp -> who owned it at `t`, after every ownership event before it (and, with `after_events_at`, at it), as
+    handover.Handover folds them: of two members at once the greatest name (Handover keeps the last of its members
+    in sorted order), None when only null members do."""
     owners: dict[str | None, str | None] = {}
     if t is None:
         return owners
@@ -362,7 +378,12 @@ def _owners_at(iv: Iterable[Row], t: float | None, after_events_at: bool) -> dic
 
 
 def moved(iv: Sequence[Row], spans: Iterable[Row], keys: tuple[str, ...]) -> list[Row]:
-    """ownership.moved of one run: per span (run_id, *keys, s_start, s_end), partitions_moved."""
+    """Per span (run_id, *keys, s_start, s_end): `partitions_moved`, the partitions whose owner at the span's end
+    differs from the owner at its start (nobody counts as an owner: a partition left unowned moved too).
+
+    The start is the state the events before it left, the end the state after the events at it, as
+    zkconsumer/lab/handover.py takes them (its window opens before the record at `settled` and closes after the
+    one at `done`)."""
     out = []
     for span in spans:
         before = _owners_at(iv, span["s_start"], False)
@@ -375,7 +396,12 @@ def moved(iv: Sequence[Row], spans: Iterable[Row], keys: tuple[str, ...]) -> lis
 
 
 def revoked_kept(iv: Sequence[Row], bounds: Row | None) -> list[Row]:
-    """ownership.revoked_kept of one run: a partition a member gave up inside the churn and got back inside it."""
+    """One row per partition revoked for nothing: a member's interval on it that the member gave up (GIVE_UP)
+    inside the churn window, and the same member's next interval on it starting inside the window too. It is the
+    stop-the-world of an eager protocol, which revokes everything and gives most of it back; an incremental one
+    revokes only what moves.
+
+    run_id, design, member, tp, revoked_ts, regained_ts."""
     if bounds is None:
         return []
     low, high = bounds["churn_start"], bounds["churn_end"]
@@ -398,7 +424,15 @@ def revoked_kept(iv: Sequence[Row], bounds: Row | None) -> list[Row]:
 # --- contention ------------------------------------------------------------------------------------------------
 
 def contention_events(run: pa.Table) -> list[Row]:
-    """ownership.contention_events of one run: run_id, design, member, ts, what, tp."""
+    """What the split-brain section shows when it happened: run_id, design, member, ts, what, tp.
+
+    what: "owner NodeExists" (a ZooKeeper design's owner-node create refused: someone still owns `tp`; from the
+    wire, so both ZooKeeper designs alike), "owner create" (any owner-node create: two members claiming one
+    partition in rebalance attempts that overlap in time computed different assignments, split_brain.py),
+    "attempt begin" and "attempt end" (a rebalance attempt's bounds), "backoff after <result>" (an attempt that
+    failed and sleeps rebalance.backoff.ms; it ends the attempt too), "rebalance failed", "session expired",
+    "lost" (a coordinator member's assignment lost) and "<api> <error>" (a coordinator member answered
+    STALE_GENERATION: its generation is not the coordinator's)."""
     creates = pc.and_kleene(_zk_wire(run), pc.and_kleene(equals(run, "kind", "reply"), equals(run, "op", "create")))
     member_events = _typed(run, "member_event", ("attempt_end", "attempt_begin", "rebalance_failed",
                                                  "session_expired"))

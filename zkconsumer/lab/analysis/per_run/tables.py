@@ -1,5 +1,5 @@
-"""The tables per change and per run of one run: every family's counts joined on the change or the run, as
-metrics.py defined them in Spark (its docstrings and docs/analysis.md say what each column means).
+"""The tables per change and per run of one run: every family's counts joined on the change or the run
+(docs/analysis.md says what each column means; herd.py what the wire's and the rounds' counts are).
 
 Each function takes what the families found for the run (rows as dicts) and gives rows of `schemas.CHANGES` and
 `schemas.RUNS`. A column a family has no row for is null, then 0 where the job fills it (`PER_CHANGE`,
@@ -61,7 +61,8 @@ def grouped(rows: Iterable[Row], key: Callable[[Row], Any]) -> dict[Any, list[Ro
 
 
 def wire_totals(counts: Sequence[Row]) -> Row:
-    """herd._wire_totals over `counts` (wire_counts rows): requests, notifications, coordination, heartbeats."""
+    """The six wire totals over `counts` (counts.wire_counts rows): ZooKeeper requests and notifications, Kafka
+    requests, coordination requests, heartbeats (those that coordinate nothing) and rebalance notices."""
     def total(test: Callable[[Row], bool]) -> int:
         return sum(r["count"] for r in counts if test(r))
 
@@ -81,7 +82,11 @@ def wire_totals(counts: Sequence[Row]) -> Row:
 
 
 def rebalance_totals(rows: Sequence[Row]) -> Row:
-    """herd.rebalance_totals of one group of rebalance_counts rows (all inside the churn)."""
+    """Sums over the members of one group of counts.rebalance_counts rows (all inside the churn). `rebalances` is
+    the summary's: syncedRebalance runs for the ZooKeeper design, distinct generations for the broker-side designs
+    (one generation is one group rebalance, however many members took part), where `with_rounds` replaces it with
+    the wire's epochs when the members report none (`generations_seen`: the distinct generations the members
+    reported)."""
     design = rows[0]["design"]
     generations = len({g for r in rows for g in (r["generations"] or ()) if g is not None})
     out: Row = {"rebalances": generations if design in BROKER_SIDE_DESIGNS else _sum(r["rebalances"] for r in rows),
@@ -94,7 +99,7 @@ def rebalance_totals(rows: Sequence[Row]) -> Row:
 
 
 def with_rounds(row: Row) -> Row:
-    """herd.rounds_column: a broker-side design's rounds are its members' generations where they report them,
+    """`rounds` and `rebalances`: a broker-side design's rounds are its members' generations where they report them,
     else the wire's; a ZooKeeper design has no rounds and keeps its syncedRebalance runs as `rebalances`."""
     seen, wire_rounds = row.pop("generations_seen", None), row.pop("wire_rounds", None)
     if row.get("design") in BROKER_SIDE_DESIGNS:
@@ -107,7 +112,7 @@ def with_rounds(row: Row) -> Row:
 
 def unreported(row: Row) -> Row:
     """`owner_conflicts` only for the ZooKeeper designs; null where the design does not report a column
-    (metrics._unreported)."""
+    (owner_nodes.NOT_REPORTED)."""
     design = row.get("design")
     row["owner_conflicts"] = (row.get("owner_conflicts") or 0) if design in ZOOKEEPER_DESIGNS else None
     for name in NOT_REPORTED.get(design or "", ()):
@@ -199,7 +204,9 @@ def per_run(info: Row, bounds: Row | None, counts: Sequence[Row], rebalances: Se
 
 
 def with_counting_gaps(row: Row, found: Row | None) -> Row:
-    """metrics.with_counting_gaps: the wire's counting gaps, and the phrase saying why the counts are incomplete."""
+    """`undecodable_streams` and `blackholed_requests` (counts.wire_gap_counts), and `counting_gaps`, the reason the
+    run's counts are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or
+    null."""
     row["undecodable_streams"] = (found or {}).get("undecodable_streams") or 0
     row["blackholed_requests"] = (found or {}).get("blackholed_requests") or 0
     row["counting_gaps"] = gaps.describe(row["undecodable_streams"], row["blackholed_requests"],

@@ -26,7 +26,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 import zkconsumer.lab.analysis.predictions as sim
 from zkconsumer.errors import InputError
@@ -115,8 +114,6 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
     # fault campaigns have no case or churn: kept out of the standard tables, analysed apart (chaos_tables.py)
     campaigns = [r for r in runs if is_campaign(r.scenario)]
     runs = [r for r in runs if not is_campaign(r.scenario)]
-    traces = read_traces(spark, runs + campaigns)
-    campaign_ids = {c.run_id for c in campaigns}
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
 
@@ -126,18 +123,18 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
 
     chaos = None
     if campaigns:
-        chaos_held, chaos = analyze_campaigns(spark, _only(traces.records, campaign_ids), campaigns,
-                                              traces.of(campaign_ids)[1])
+        traces = read_traces(spark, campaigns)
+        chaos_held, chaos = analyze_campaigns(spark, traces.records, campaigns, traces.bad_lines)
+        _release(traces)
         write(chaos_held)
     if not runs:
         data = ReportData([], [], [], [], [], [], [], chaos=chaos)
-        _release(traces)
         return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
                               time.monotonic() - began)
-    lines, bad_lines = traces.of({r.run_id for r in runs})
     log.info("analysing %d runs", len(runs))
-    records = _only(traces.records, {r.run_id for r in runs}) if campaigns else traces.records
-    tables = compute(records, runs, [e for e in traces.error_rows if e[0] not in campaign_ids])
+    tables = compute(spark, runs)
+    errors = tables["trace_errors"].rows()
+    lines, bad_lines = sum(e["lines"] for e in errors), sum(e["bad_lines"] for e in errors)
     modes = {r.run_id: run_mode(r) for r in runs}
     modal = any(mode != FAITHFUL for mode in modes.values())
     if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)
@@ -157,14 +154,9 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
     if predict_to is not None:
         _add_predictions(spark, data, out_dir, paths, predict_to)
     report = render(data, out_dir / "report.html")
-    _release(traces)
     seconds = time.monotonic() - began
     log.info("analysis of %d runs (%d trace lines, %d bad) in %.1f s", len(runs), lines, bad_lines, seconds)
     return AnalysisResult(out_dir, report, paths, len(runs), lines, bad_lines, seconds, data.notes)
-
-
-def _only(records: DataFrame, run_ids: set[str]) -> DataFrame:
-    return records.filter(F.col("run_id").isin(*sorted(run_ids)))
 
 
 def _release(traces: Traces) -> None:

@@ -211,37 +211,60 @@ def _reading(spark: SparkSession, total_bytes: int) -> Iterator[None]:
             spark.conf.set(key, value)
 
 
-def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
-    """One pass over the text: every line parsed once, checked, and its fields cached column by column; the
-    per-file counts, the line numbers of bad lines and the run of each file then come from the cache.
+def trace_files(runs: list[RunInfo]) -> dict[str, tuple[str, str]]:
+    """Every trace file of the runs: its resolved local path -> (run_id, file name)."""
+    return {str(p.resolve()): (run.run_id, p.name) for run in runs
+            for p in sorted((run.path / "traces").glob("*.jsonl"))}
+
+
+def local_path(uri: str) -> str:
+    """The resolved local path of a file URI as Spark gives it (`_metadata.file_path`)."""
+    return str(Path(unquote(urlparse(uri).path)).resolve())
+
+
+@contextmanager
+def reading(spark: SparkSession, runs: list[RunInfo]) -> Iterator[None]:
+    """The settings a scan of these runs' trace lines is planned with (`_reading`): plan and run the query inside."""
+    with _reading(spark, sum(Path(f).stat().st_size for f in trace_files(runs))):
+        yield
+
+
+def parsed_lines(spark: SparkSession, runs: list[RunInfo], fields: tuple[str, ...]) -> DataFrame:
+    """Every line of the runs' trace files, parsed once and checked: file_uri, _pid (its input partition), _mid
+    (its row id), bad, reason and text (of a bad line: why, and its first BAD_TEXT_CHARS characters), and `fields`
+    (null on a bad line's row where it did not parse). Plan it inside `reading`.
 
     Spark is given the runs' trace directories (with a file-name filter), not every file by name: a list of
-    files is a path per file to list and check."""
-    files = {str(p.resolve()): (run.run_id, p.name) for run in runs
-             for p in sorted((run.path / "traces").glob("*.jsonl"))}
+    files is a path per file to list and check. The row id is taken at the scan, before any filter or join:
+    within one input partition it numbers the lines consecutively, which is what turns it into a line number
+    (`_file_mapping`). Every field comes from one parse per line (the struct is not inlined into each use:
+    from_json is not a cheap expression)."""
+    directories = sorted({str(Path(f).parent) for f in trace_files(runs)})
+    text = spark.read.option("pathGlobFilter", "*.jsonl").text(directories)
+    r, value = F.col("r"), F.col("value")
+    return (text.select(F.col("_metadata.file_path").alias("file_uri"), "value",
+                        F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
+            .withColumn("r", _parse(value))
+            .withColumn("bad", _is_bad(r, value))
+            .select("file_uri", "_pid", "_mid", "bad",
+                    # the descriptive check runs on the bad lines only (`_is_bad` says why)
+                    F.when(F.col("bad"), _bad_reason(r, value)).alias("reason"),
+                    F.when(F.col("bad"), F.substring(value, 1, BAD_TEXT_CHARS)).alias("text"),
+                    *[r[name].alias(name) for name in fields]))
+
+
+def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
+    """Every line parsed once (`parsed_lines`), checked, and its fields cached column by column; the per-file
+    counts, the line numbers of bad lines and the run of each file then come from the cache. (The runs' own
+    analysis reads its lines in one pass with no cache, metrics.py; the fault campaign's tables read these.)"""
+    files = trace_files(runs)
     columns = [T.StructField("run_id", T.StringType()), T.StructField("file", T.StringType()),
                *[f for f in TRACE_SCHEMA.fields if f.name in RECORD_FIELDS]]
     if not files:
         return Traces(spark.createDataFrame([], T.StructType(columns)),
                       spark.createDataFrame([], TRACE_ERROR_SCHEMA), 0, 0)
-    directories = sorted({str(Path(f).parent) for f in files})
-    # The row id is taken at the scan, before any filter or join: within one input partition it numbers the lines
-    # consecutively, which is what turns it into a line number. Every field comes from one parse per line (the
-    # struct is not inlined into each use: from_json is not a cheap expression).
-    with _reading(spark, sum(Path(f).stat().st_size for f in files)):
-        text = spark.read.option("pathGlobFilter", "*.jsonl").text(directories)
-        parsed = (text
-                  .select(F.col("_metadata.file_path").alias("file_uri"), "value",
-                          F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
-                  .withColumn("r", _parse(F.col("value")))
-                  .select("file_uri", "_pid", "_mid", _is_bad(F.col("r"), F.col("value")).alias("bad"),
-                          F.when(_is_bad(F.col("r"), F.col("value")), F.col("value")).alias("text"),
-                          *[F.col("r")[name].alias(name) for name in RECORD_FIELDS])
-                  # Stored grouped by kind of record: the cache keeps each column's bounds per batch of rows, so
-                  # a step that reads one kind (member events, membership, phases) skips every batch of another
-                  # kind instead of scanning all of them (most lines are wire, produce and consume records).
-                  .sortWithinPartitions("type", "proto", "kind")
-                  .cache())
+    with reading(spark, runs):
+        parsed = parsed_lines(spark, runs, RECORD_FIELDS).cache()
         # one row per trace file and input partition (a file spans more than one only when it is large)
         stats = parsed.groupBy("file_uri", "_pid").agg(F.count(F.lit(1)).alias("n"), F.min("_mid").alias("first"),
                                                         F.count("text").alias("bad")).collect()
@@ -253,9 +276,8 @@ def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:
         offsets_df = spark.createDataFrame(offsets, "file_uri string, _pid int, base long, first long")
         bad = {r["file_uri"]: r for r in parsed.filter(F.col("bad"))
                .join(F.broadcast(offsets_df), ["file_uri", "_pid"])
-               .select("file_uri", (F.col("base") + F.col("_mid") - F.col("first") + 1).alias("line"),
-                       _bad_reason(_parse(F.col("text")), F.col("text")).alias("reason"),
-                       F.substring("text", 1, BAD_TEXT_CHARS).alias("text"))
+               .select("file_uri", (F.col("base") + F.col("_mid") - F.col("first") + 1).alias("line"), "reason",
+                       "text")
                .groupBy("file_uri").agg(F.count(F.lit(1)).alias("bad"),
                                         F.min(F.struct("line", "reason", "text")).alias("first")).collect()}
     for uri, run_id, name in mapping:
@@ -282,7 +304,7 @@ def _file_mapping(stats: list[Any], files: dict[str, tuple[str, str]]):
     for row in stats:
         by_file[row["file_uri"]].append(row)
     for uri, rows in sorted(by_file.items()):
-        local = str(Path(unquote(urlparse(uri).path)).resolve())
+        local = local_path(uri)
         run_id, name = files.get(local, (None, Path(local).name))
         if run_id is None:
             log.warning("trace file %s matches no run directory", uri)

@@ -1,13 +1,15 @@
 """One run analysed whole, and every run at once as one grouped map over Arrow.
 
-    records --groupBy(run_id)--> analyse_run per run (executors) --one Arrow table--> split --> Held per table
+    trace lines --parse--groupBy(run's directory)--> analyse_run per run (executors) --one Arrow table-->
+        split --> Held per table
 
 `analyse_run` calls each family in the order its inputs need (time frame, then ownership and counts, then the
 tables per change and per run) and gives every per-run table's rows. `grouped_map` makes it the function of
 `applyInArrow`: a run's rows of every table come back in one Arrow table with one struct column per table
 (`OUTPUT`), the layout held.py fetches a step's frames in, so the driver splits them the same way.
 
-A run with no good record is in no group: its `runs` row is made on the driver (`runs_row_without_records`).
+Each call also counts its run's lines and bad lines per file (lines.py), so the reader needs no pass of its own.
+A run with no line at all is in no group: its `runs` row is made on the driver (`runs_row_without_records`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from zkconsumer.lab.analysis import delivery
 from zkconsumer.lab.analysis.held import TAG, Held, to_arrow_schema
 from zkconsumer.lab.analysis.migrate_tables import MIGRATE_TABLES
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
-from zkconsumer.lab.analysis.per_run import counts, frame, migrate, ownership, schemas, tables
+from zkconsumer.lab.analysis.per_run import counts, frame, lines, migrate, ownership, schemas, tables
 from zkconsumer.lab.analysis.per_run.core import attach
+from zkconsumer.lab.analysis.readers import local_path
+from zkconsumer.lab.analysis.schemas import TRACE_ERROR_SCHEMA
 
 Row = dict[str, Any]
 TABLES: dict[str, T.StructType] = {
@@ -33,17 +37,19 @@ TABLES: dict[str, T.StructType] = {
     "stop_the_world": schemas.STOP_THE_WORLD, "contention": schemas.CONTENTION, "changes": schemas.CHANGES,
     "runs": schemas.RUNS, "delivery": delivery.DELIVERY_SCHEMA, "delivery_gaps": delivery.GAPS_SCHEMA,
     "migrate_steps": schemas.MIGRATE_STEPS, "migrate_totals": schemas.MIGRATE_TOTALS,
-    "migrate_partitions": delivery.DELIVERY_SCHEMA,
+    "migrate_partitions": delivery.DELIVERY_SCHEMA, "trace_errors": TRACE_ERROR_SCHEMA,
 }
+# What readers.parsed_lines gives beside the record's fields: where a line was and whether it was good
+LINE_COLUMNS = ["file_uri", "_pid", "_mid", "bad", "reason", "text"]
 NAMES = tuple(TABLES)
 # Every field nullable: a table's struct is null on the other tables' rows (held.hold says why)
 OUTPUT = T.StructType([T.StructField(TAG, T.IntegerType()),
                        *[T.StructField(f"_f{i}", TABLES[name]) for i, name in enumerate(NAMES)]])
 
 
-def analyse_run(run: pa.Table, info: Row, lines: tuple[int, int] | None) -> dict[str, list[Row]]:
+def analyse_run(run: pa.Table, info: Row, line_counts: tuple[int, int] | None) -> dict[str, list[Row]]:
     """Every per-run table of one run (`run`: its good records; `info`: its manifest row, MANIFEST_SCHEMA;
-    `lines`: its trace lines and bad lines)."""
+    `line_counts`: its trace lines and bad lines)."""
     bounds, changes, windows = frame.time_frame(run)
     events = ownership.ownership_events(run)
     intervals = ownership.intervals(events, bounds, run)
@@ -63,7 +69,7 @@ def analyse_run(run: pa.Table, info: Row, lines: tuple[int, int] | None) -> dict
         "ownership_intervals": intervals, "overlaps": overlaps, "stop_the_world": stops,
         "contention": ownership.contention_events(run),
         "changes": tables.per_change(info, changes, wire, rebalances, owned, overlaps, pauses, noticed, per_change),
-        "runs": [tables.per_run(info, bounds, wire, rebalances, overlaps, pauses, owned, found, lines, per_run,
+        "runs": [tables.per_run(info, bounds, wire, rebalances, overlaps, pauses, owned, found, line_counts, per_run,
                                 counts.split_per_run(noticed, changes, bounds), counts.wire_gap_counts(run))],
         "delivery": found, "delivery_gaps": gaps,
         **migrate.migrate_tables(run),
@@ -108,21 +114,28 @@ def _unreported(row: Row) -> Row:
     return row
 
 
-def runs_row_without_records(info: Row, lines: tuple[int, int] | None) -> Row:
+def runs_row_without_records(info: Row, line_counts: tuple[int, int] | None) -> Row:
     """The `runs` row of a run none of whose lines could be read."""
-    row = tables.per_run(info, None, [], [], [], [], [], [], lines, None, None, None)
+    row = tables.per_run(info, None, [], [], [], [], [], [], line_counts, None, None, None)
     return schemas.conform(row, schemas.RUNS)
 
 
-def grouped_map(infos: dict[str, Row],
-                lines: dict[str, tuple[int, int]]) -> Callable[[pa.Table], pa.Table]:
-    """`analyse_run` as applyInArrow's function: one run's records in, its rows of every table out (`OUTPUT`)."""
+def grouped_map(infos: dict[str, Row], files: dict[str, tuple[str, str]]) -> Callable[[pa.Table], pa.Table]:
+    """`analyse_run` as applyInArrow's function over readers.parsed_lines grouped by trace directory: one run's
+    lines in (`files`: readers.trace_files), its rows of every table out (`OUTPUT`), `trace_errors` included."""
     arrow = {name: to_arrow_schema(schema) for name, schema in TABLES.items()}
     output = to_arrow_schema(OUTPUT)
 
     def analyse(table: pa.Table) -> pa.Table:
-        run_id = table["run_id"][0].as_py()
-        return tagged(analyse_run(table, infos[run_id], lines.get(run_id)), arrow, output)
+        names = {uri: files[local_path(uri)] for uri in pc.unique(table["file_uri"]).to_pylist()}
+        run_id = next(iter(names.values()))[0]
+        errors = lines.trace_errors(run_id, table, {uri: name for uri, (_, name) in names.items()})
+        line_counts = (sum(e["lines"] for e in errors), sum(e["bad_lines"] for e in errors))
+        good = table.filter(pc.invert(pc.fill_null(table["bad"], True))).drop_columns(LINE_COLUMNS)
+        good = good.add_column(0, "run_id", pa.array([run_id] * good.num_rows, pa.string()))
+        found = (analyse_run(good, infos[run_id], line_counts) if good.num_rows
+                 else {"runs": [runs_row_without_records(infos[run_id], line_counts)]})
+        return tagged({**found, "trace_errors": errors}, arrow, output)
 
     return analyse
 

@@ -32,8 +32,9 @@ def compute(spark: SparkSession, runs: list[RunInfo]) -> dict[str, Held]:
     if files:
         with reading(spark, runs):
             lines = parsed_lines(spark, runs, RUN_FIELDS)
-            # a run's lines are its trace directory's: the group needs no join to learn its run
-            directory = F.regexp_extract("file_uri", r"^(.*)/[^/]*$", 1)
+            # a run's lines are its trace directory's: the group needs no join to learn its run, and its key is
+            # a hash of the directory (8 bytes where the path is about a hundred, on every line shuffled)
+            directory = F.xxhash64(F.regexp_extract("file_uri", r"^(.*)/[^/]*$", 1))
             analysed = lines.groupBy(directory).applyInArrow(grouped_map(infos, files), OUTPUT).toArrow()
     else:
         analysed = to_arrow_schema(OUTPUT).empty_table()

@@ -107,7 +107,7 @@ def _handover(run: pa.Table, windows: list[Row], bounds: Row | None,
 
 
 def _unreported(row: Row) -> Row:
-    """owner_nodes.blank_unreported of one row."""
+    """A rebalances row with the columns its design does not report (owner_nodes.NOT_REPORTED) null."""
     for name in NOT_REPORTED.get(row.get("design") or "", ()):
         if name in row:
             row[name] = None
@@ -121,21 +121,27 @@ def runs_row_without_records(info: Row, line_counts: tuple[int, int] | None) -> 
 
 
 def grouped_map(infos: dict[str, Row], files: dict[str, tuple[str, str]]) -> Callable[[pa.Table], pa.Table]:
-    """`analyse_run` as applyInArrow's function over readers.parsed_lines grouped by trace directory: one run's
-    lines in (`files`: readers.trace_files), its rows of every table out (`OUTPUT`), `trace_errors` included."""
+    """`analyse_run` as applyInArrow's function over readers.parsed_lines grouped by trace directory (`files`:
+    readers.trace_files): a run's lines in, its rows of every table out (`OUTPUT`), `trace_errors` included. The
+    group key is a hash of the directory, so a group may hold two runs' lines: each is analysed on its own."""
     arrow = {name: to_arrow_schema(schema) for name, schema in TABLES.items()}
     output = to_arrow_schema(OUTPUT)
 
     def analyse(table: pa.Table) -> pa.Table:
         names = {uri: files[local_path(uri)] for uri in pc.unique(table["file_uri"]).to_pylist()}
-        run_id = next(iter(names.values()))[0]
-        errors = lines.trace_errors(run_id, table, {uri: name for uri, (_, name) in names.items()})
-        line_counts = (sum(e["lines"] for e in errors), sum(e["bad_lines"] for e in errors))
-        good = table.filter(pc.invert(pc.fill_null(table["bad"], True))).drop_columns(LINE_COLUMNS)
-        good = good.add_column(0, "run_id", pa.array([run_id] * good.num_rows, pa.string()))
-        found = (analyse_run(good, infos[run_id], line_counts) if good.num_rows
-                 else {"runs": [runs_row_without_records(infos[run_id], line_counts)]})
-        return tagged({**found, "trace_errors": errors}, arrow, output)
+        run_ids = sorted({run_id for run_id, _ in names.values()})
+        parts = []
+        for run_id in run_ids:
+            mine = [uri for uri, (owner, _) in names.items() if owner == run_id]
+            of_run = table if len(run_ids) == 1 else table.filter(pc.is_in(table["file_uri"], pa.array(mine)))
+            errors = lines.trace_errors(run_id, of_run, {uri: names[uri][1] for uri in mine})
+            line_counts = (sum(e["lines"] for e in errors), sum(e["bad_lines"] for e in errors))
+            good = of_run.filter(pc.invert(pc.fill_null(of_run["bad"], True))).drop_columns(LINE_COLUMNS)
+            good = good.add_column(0, "run_id", pa.array([run_id] * good.num_rows, pa.string()))
+            found = (analyse_run(good, infos[run_id], line_counts) if good.num_rows
+                     else {"runs": [runs_row_without_records(infos[run_id], line_counts)]})
+            parts.append(tagged({**found, "trace_errors": errors}, arrow, output))
+        return pa.concat_tables(parts)
 
     return analyse
 

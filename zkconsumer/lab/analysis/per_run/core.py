@@ -7,6 +7,7 @@ run's lines are wire, produce and consume records that a family either skips or 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -95,3 +96,31 @@ def session_closed(r: Row) -> bool:
 def from_wire(r: Row) -> bool:
     """A record of a design whose owners come from the wire (OWNERS_FROM_WIRE)."""
     return r.get("design") in OWNERS_FROM_WIRE
+
+
+# Spark's functions on plain values, where the per-run tables take a null the way Spark's aggregates do
+
+def greatest(*values: Any) -> Any:
+    """F.greatest: the largest value that is not null (null when all are)."""
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def least(*values: Any) -> Any:
+    """F.least: the smallest value that is not null (null when all are)."""
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """F.median: Spark's exact percentile 0.5 of the values that are not null, interpolated between the two middle
+    ones with Spark's own formula (another one can differ in the last bit)."""
+    ordered = sorted(v for v in values if v is not None)
+    if not ordered:
+        return None
+    position = (len(ordered) - 1) * 0.5
+    lower, higher = math.floor(position), math.ceil(position)
+    low, high = ordered[lower], ordered[higher]
+    if lower == higher or low == high:
+        return float(low)
+    return (higher - position) * low + (position - lower) * high

@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from zkconsumer.lab.analysis.owner_nodes import OWNER_PATH, OWNERS_FROM_WIRE
-from zkconsumer.lab.analysis.per_run.core import Row, claimed, deleted, equals, from_wire, is_in, picked, session_closed
+from zkconsumer.lab.analysis.per_run.core import (
+    Row,
+    claimed,
+    deleted,
+    equals,
+    from_wire,
+    greatest,
+    is_in,
+    least,
+    median,
+    picked,
+    session_closed,
+)
 from zkconsumer.lab.analysis.windows import (
     BOUNDS_SCHEMA,
     CHANGES_SCHEMA,
@@ -41,18 +52,6 @@ def time_frame(run: pa.Table) -> tuple[Row | None, list[Row], list[Row]]:
 
 # --- Spark's semantics on values -------------------------------------------------------------------------------
 
-def _greatest(*values: Any) -> Any:
-    """F.greatest: the largest value that is not null (null when all are)."""
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
-def _least(*values: Any) -> Any:
-    """F.least: the smallest value that is not null (null when all are)."""
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
-
-
 def _nulls_first(value: Any) -> tuple[bool, Any]:
     """A sort key for Spark's ascending order, where null comes first (in an ORDER BY and inside a struct)."""
     return value is not None, value
@@ -61,19 +60,6 @@ def _nulls_first(value: Any) -> tuple[bool, Any]:
 def _joined(members: list[str | None] | None) -> str | None:
     """F.array_join(members, ","): null for a null list; null elements are left out."""
     return None if members is None else ",".join(m for m in members if m is not None)
-
-
-def _median(values: Iterable[float]) -> float | None:
-    """F.median: Spark's exact percentile 0.5, interpolated between the two middle values as Spark does."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    position = (len(ordered) - 1) * 0.5
-    lower, higher = math.floor(position), math.ceil(position)
-    low, high = ordered[lower], ordered[higher]
-    if lower == higher or low == high:
-        return float(low)
-    return (higher - position) * low + (position - lower) * high
 
 
 def _fits(row: Row, schema: Any) -> Row:
@@ -116,7 +102,7 @@ def _span(run: pa.Table) -> Row | None:
     phases = picked(run, equals(run, "type", "phase"), ["ts", "phase"])
 
     def first(phase: str) -> float | None:
-        return _least(*(p["ts"] for p in phases if p["phase"] == phase))
+        return least(*(p["ts"] for p in phases if p["phase"] == phase))
 
     run_end = pc.max(pc.filter(run["ts"], control)).as_py()
     done = first("done")
@@ -207,7 +193,7 @@ def _starts(run: pa.Table, numbered: list[Row], settled: float | None) -> list[f
     for change in numbered:
         # with a null floor (a change without a time) Spark's `ts > floor` is null, and no stop counts
         stops = [ts for ts in _last_stops(change, events) if floor is not None and ts > floor]
-        start = _least(change["ts"], min(stops, default=None))
+        start = least(change["ts"], min(stops, default=None))
         starts.append(start)
         floor = start
     return starts
@@ -235,7 +221,7 @@ def _changes(run: pa.Table, numbered: list[Row], starts: list[float | None], spa
     stables = _first_stables(run)
     rows = []
     for i, c in enumerate(numbered):
-        end = starts[i + 1] if i + 1 < len(starts) else _greatest(span["churn_end"], starts[i])
+        end = starts[i + 1] if i + 1 < len(starts) else greatest(span["churn_end"], starts[i])
         stable = stables.get(c["change_number"], {})
         rows.append(_fits({
             "run_id": span["run_id"], "design": c["design"], "change_index": c["change_index"],
@@ -260,8 +246,8 @@ def _bounds(run: pa.Table, changes: list[Row], span: Row) -> Row:
     return _fits({
         "run_id": span["run_id"], "churn_start": span["settled"], "churn_end": span["churn_end"],
         "run_end": span["run_end"], "changes": sum(c["counted"] for c in counted),
-        "membership_records": len(counted), "time_to_stable_s": _greatest(*durations),
-        "median_stable_s": _median(durations), "stable_records": len(durations)}, BOUNDS_SCHEMA)
+        "membership_records": len(counted), "time_to_stable_s": greatest(*durations),
+        "median_stable_s": median(durations), "stable_records": len(durations)}, BOUNDS_SCHEMA)
 
 
 def _windows(changes: list[Row], span: Row) -> list[Row]:
@@ -271,7 +257,7 @@ def _windows(changes: list[Row], span: Row) -> list[Row]:
     if span["settled"] is not None:
         first = changes[0]["window_start"] if changes else None
         rows.append({"run_id": span["run_id"], "change_index": 0, "win_start": span["settled"],
-                     "win_end": _greatest(first if first is not None else span["churn_end"], span["settled"]),
+                     "win_end": greatest(first if first is not None else span["churn_end"], span["settled"]),
                      "last": not changes})
     for c in changes:
         rows.append({"run_id": span["run_id"], "change_index": c["change_index"], "win_start": c["window_start"],

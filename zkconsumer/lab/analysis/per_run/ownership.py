@@ -29,8 +29,10 @@ from zkconsumer.lab.analysis.per_run.core import (
     deleted,
     equals,
     from_wire,
+    greatest,
     in_window,
     is_in,
+    least,
     owner_tp,
     picked,
     session_closed,
@@ -90,16 +92,6 @@ def _offset_keys(text: str | None) -> list[str] | None:
            for v in value.values()):
         return None
     return list(value)
-
-
-def _greatest(*values: Any) -> Any:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
-
-
-def _least(*values: Any) -> Any:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
 
 
 def _by(rows: Iterable[Row], *keys: str) -> dict[tuple, list[Row]]:
@@ -203,7 +195,7 @@ def intervals(events: Sequence[Row], bounds: Row | None, run: pa.Table) -> list[
 def _paired(start: Row, following: Row | None, run_end: float | None) -> Row:
     topic, partition = _topic_partition(start["tp"])
     next_ts, next_reason = (following["ts"], following["reason"]) if following is not None else (None, None)
-    end = next_ts if next_ts is not None else _greatest(run_end, start["ts"])
+    end = next_ts if next_ts is not None else greatest(run_end, start["ts"])
     design = start["design"]
     basis = ("owner node" if from_wire(start) else "generation" if design in BROKER_SIDE_DESIGNS else "fetching")
     return {"run_id": start["run_id"], "design": design, "member": start["member"], "tp": start["tp"],
@@ -314,9 +306,9 @@ def ownership_per_change(iv: Sequence[Row], events: Sequence[Row], windows: Sequ
         if w["change_index"] is None or w["change_index"] <= 0:
             continue
         start, end = w["win_start"], w["win_end"]
-        last_event = _greatest(*(e["ts"] for e in events if in_window(e["ts"], w)))
+        last_event = greatest(*(e["ts"] for e in events if in_window(e["ts"], w)))
         at = last_event if last_event is not None else start
-        covered = sum(_positive(_least(i["end"], end) - _greatest(i["start"], start)) for i in islands)
+        covered = sum(_positive(least(i["end"], end) - greatest(i["start"], start)) for i in islands)
         owned_at_end = sum(1 for i in islands if i["start"] <= at < i["end"])
         out.append({"run_id": w["run_id"], "change_index": w["change_index"],
                     "unowned_partition_s": (end - start) * n - covered,
@@ -373,7 +365,7 @@ def _owners_at(iv: Iterable[Row], t: float | None, after_events_at: bool) -> dic
         holds = ((row["start"] <= t and (row["end"] > t or row["open_at_end"])) if after_events_at
                  else (row["start"] < t and row["end"] >= t))
         if holds:
-            owners[row["tp"]] = _greatest(owners.get(row["tp"]), row["member"])
+            owners[row["tp"]] = greatest(owners.get(row["tp"]), row["member"])
     return owners
 
 

@@ -8,7 +8,6 @@ Each function takes what the families found for the run (rows as dicts) and give
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.herd import REBALANCE_TOTALS
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
+from zkconsumer.lab.analysis.per_run.core import median
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.protocol_rules import HEARTBEAT_APIS
 
@@ -30,16 +30,6 @@ CHANGE_ZEROS = (*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses")
 RUN_ZEROS = ("changes", "membership_records", *PER_CHANGE, "overlaps", "overlap_s", "trace_lines", "bad_lines",
              "rebalances", *REBALANCE_TOTALS, "stable_records", "owner_conflicts", "revoked_kept",
              "epoch_zero_heartbeats", "revoked_partitions", *API_COLUMNS.values())
-
-
-def median(values: Iterable[float | None]) -> float | None:
-    """Spark's `median`: the 0.5 percentile of the non-null values, interpolated between the two middle ones."""
-    found = sorted(v for v in values if v is not None)
-    if not found:
-        return None
-    position = (len(found) - 1) / 2
-    low, high = found[math.floor(position)], found[math.ceil(position)]
-    return low + (high - low) * (position - math.floor(position))
 
 
 def _max(values: Iterable[Any]) -> Any:

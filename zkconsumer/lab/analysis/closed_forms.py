@@ -34,7 +34,7 @@ from zkconsumer.lab.join_cost import join_notifications, join_requests, original
 from zkconsumer.lab.protocol_rules import COORDINATION_APIS
 
 BROKERS = 1  # the lab runs one broker (docs/lab.md)
-# The requests the broker-side identities count, each a column of the runs table (herd.identity_counts)
+# The requests the broker-side identities count, each a column of the runs table (per_run.counts.identity_counts)
 IDENTITY_APIS = (*COORDINATION_APIS, "FindCoordinator")
 API_COLUMNS = {api: "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(api))
                + "_requests" for api in IDENTITY_APIS}  # JoinGroup -> join_group_requests

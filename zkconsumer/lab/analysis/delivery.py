@@ -27,7 +27,6 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-KEY = ["run_id", "topic", "partition"]
 PARTITION_ROW, GAP_ROW = "partition", "gap"
 _LONG, _TEXT = T.LongType(), T.StringType()
 DELIVERY_SCHEMA = T.StructType([

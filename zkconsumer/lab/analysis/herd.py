@@ -37,7 +37,6 @@ FIT_METRICS = {
 # ZooKeeper requests per join grow as M² (every member re-reads every registration, docs/join-cost.md); every
 # other per-change cost the herd fits is linear in N by its protocol.
 FIT_DEGREE = {"zk_requests_per_change": 2}
-MAX_DEGREE = 2
 # What per_run/tables.rebalance_totals sums over the members (rebalances and owner_conflicts have rules of their own)
 REBALANCE_TOTALS = ("attempts", "failed_attempts", "conflicts", "rebalance_failures", "session_expiries",
                     "revocations", "losses")

@@ -67,7 +67,7 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     predictions: list[dict[str, Any]] = field(default_factory=list)  # sweep rows (zkconsumer.lab.sim.sweep)
     comparisons: list[Any] = field(default_factory=list)  # predictions.Comparison: observed next to predicted
-    contention: list[dict[str, Any]] = field(default_factory=list)  # ownership.contention_events rows
+    contention: list[dict[str, Any]] = field(default_factory=list)  # per_run.ownership.contention_events rows
     overlaps_after_expiry: dict[str, int] = field(default_factory=dict)  # run_id -> overlaps after an expiry
     chaos: ChaosSection | None = None  # fault campaigns given to the job (chaos_tables.py)
     migrate: MigrateSection | None = None  # runs with migrate steps (migrate_tables.py)

@@ -1,7 +1,7 @@
 """The report's split-brain section: what was measured of members that disagreed, per run and when it happened.
 
 Plain Python over collected rows: the `runs` and `changes` tables, the `contention` table
-(ownership.contention_events) and the overlaps. Two members can disagree about the group in three measured ways:
+(per_run.ownership.contention_events) and the overlaps. Two members can disagree about the group in three measured ways:
 
 * **views**: a member's claim met another member's owner node (NodeExists: the owner still acts on its own,
   older or newer, view), or two members claimed one partition in rebalance attempts that overlapped in time.

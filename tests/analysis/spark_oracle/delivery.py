@@ -1,22 +1,28 @@
-"""The offset audit of every run as a Spark grouped map: the frame form of the audit whose per-run function,
-delivery._audit_run, stays in the product (per_run/migrate.py calls it). What the audit counts, and how:
-zkconsumer/lab/analysis/delivery.py. The Spark migrate tables (migrate_tables.py here) take their partitions from
-`audit`.
+"""The offset audit of every run as a Spark grouped map over the product's per-run sweep
+(delivery._audit_records): what the audit counts, and how: zkconsumer/lab/analysis/delivery.py. The Spark
+migrate tables (migrate_tables.py here) take their partitions from `audit`.
 """
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from zkconsumer.lab.analysis.delivery import (
-    AUDIT_SCHEMA,
     DELIVERY_SCHEMA,
     GAP_ROW,
     GAPS_SCHEMA,
     PARTITION_ROW,
-    _audit_run,
+    _audit_records,
 )
+
+# both tables' rows in one frame: `row` says which; each table's columns are the others' nulls
+AUDIT_SCHEMA = T.StructType([T.StructField("row", T.StringType()),
+                             *DELIVERY_SCHEMA.fields,
+                             *[f for f in GAPS_SCHEMA.fields if f.name not in DELIVERY_SCHEMA.fieldNames()]])
 
 
 def audit_frame(records: DataFrame) -> DataFrame:
@@ -25,7 +31,14 @@ def audit_frame(records: DataFrame) -> DataFrame:
     rows = (records.filter(F.col("type").isin("consume", "produce"))
             .select("run_id", "design", "type", "member", "topic", "partition",
                     F.col("first_offset").alias("first"), F.col("last_offset").alias("last")))
-    return rows.groupBy("run_id").applyInArrow(_audit_run, AUDIT_SCHEMA)
+    arrow = to_arrow_schema(AUDIT_SCHEMA)
+
+    # made here, not at module level: the executors' Python cannot import this test package, and a nested
+    # function is sent by value
+    def audit_run(table: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist(_audit_records(table.to_pylist()), schema=arrow)
+
+    return rows.groupBy("run_id").applyInArrow(audit_run, AUDIT_SCHEMA)
 
 
 def audit(records: DataFrame) -> tuple[DataFrame, DataFrame]:

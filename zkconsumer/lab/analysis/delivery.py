@@ -13,9 +13,8 @@ give, for each stretch of offsets, how many batches consumed it and whether it w
   stretches, split where a produce range ends, joined into one).
 
 The sweep is sequential, so it runs per run, inside the job's grouped map over Arrow on the executors
-(`audit_rows`, per_run/run.py; `_audit_run` for the migrate tables, per_run/migrate.py): one Python call per run
-with its produce and consume records, which are a fraction of its lines. `_audit_run` gives both tables' rows at
-once, told apart by `row` (AUDIT_SCHEMA), and `split_rows` parts them.
+(`audit_rows`, per_run/run.py, whose rows the migrate tables reuse): one Python call per run over its produce
+and consume records, which are a fraction of its lines; it gives both tables' rows at once.
 """
 
 from __future__ import annotations
@@ -38,27 +37,6 @@ GAPS_SCHEMA = T.StructType([
     T.StructField("run_id", _TEXT), T.StructField("design", _TEXT), T.StructField("topic", _TEXT),
     T.StructField("partition", T.IntegerType()),
     *[T.StructField(name, _LONG) for name in ("gap_first", "gap_last", "gap_size")]])
-# both tables' rows in one frame: `row` says which; each table's columns are the others' nulls
-AUDIT_SCHEMA = T.StructType([T.StructField("row", _TEXT),
-                             *DELIVERY_SCHEMA.fields,
-                             *[f for f in GAPS_SCHEMA.fields if f.name not in DELIVERY_SCHEMA.fieldNames()]])
-
-
-def split_rows(table: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """`_audit_run`'s rows (AUDIT_SCHEMA) as the two tables' (DELIVERY_SCHEMA, GAPS_SCHEMA columns)."""
-    import pyarrow.compute as pc
-
-    def part(kind: str, schema: T.StructType) -> pa.Table:
-        return table.filter(pc.equal(table["row"], kind)).select(schema.fieldNames())
-
-    return part(PARTITION_ROW, DELIVERY_SCHEMA), part(GAP_ROW, GAPS_SCHEMA)
-
-
-def _audit_run(table: pa.Table) -> pa.Table:
-    """One run's audit (the module's docstring), from its produce and consume records."""
-    return pa.Table.from_pylist(_audit_records(table.to_pylist()), schema=_ARROW_SCHEMA)
-
-
 def audit_rows(run: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One run's audit from all its records (per_run/run.py): its DELIVERY_SCHEMA and GAPS_SCHEMA rows."""
     import pyarrow.compute as pc
@@ -125,12 +103,3 @@ def _audit_partition(key: tuple, design: str | None, records: list[dict[str, Any
            "members": len({r["member"] for r in consumed if r["member"] is not None})}
     return [row, *({"row": GAP_ROW, **common, "gap_first": first, "gap_last": end - 1, "gap_size": end - first}
                    for first, end in gaps)]
-
-
-def _arrow_schema() -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(AUDIT_SCHEMA)
-
-
-_ARROW_SCHEMA = _arrow_schema()

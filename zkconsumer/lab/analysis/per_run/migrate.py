@@ -3,7 +3,7 @@
 What the tables mean, the step windows and every column are defined in migrate_tables.py; the tests hold this
 equal, row for row, to the Spark form of those tables (tests/analysis/spark_oracle/migrate_tables.py, whose names
 the docstrings here use). The partition stalls are chaos_tables._stalls' and `migrate_partitions` is the
-delivery audit's per-partition rows, made here by the audit's own per-run function (delivery._audit_run).
+delivery audit's per-partition rows (delivery.audit_rows), which the run's analysis has already made.
 
 The produce and consume records, most of a run's lines, are taken from Arrow as numpy columns and worked on as
 ranges: no offset becomes a Python object, and only the migrate records become dicts. The records are the
@@ -23,16 +23,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zkconsumer.lab.analysis.delivery import _audit_run, split_rows
+from zkconsumer.lab.analysis import delivery
 from zkconsumer.lab.analysis.migrate_tables import MIGRATE, MIGRATE_TABLES
 from zkconsumer.lab.analysis.per_run.core import Row, equals, is_in, picked
 
 FLOW_TYPES = ("produce", "consume")
 
 
-def migrate_tables(run: pa.Table) -> dict[str, list[Row]]:
+def migrate_tables(run: pa.Table, audited: list[Row] | None = None) -> dict[str, list[Row]]:
     """MIGRATE_TABLES' rows of one run (its records: run_id, file and readers.RECORD_FIELDS); {} when the run has
-    no migrate step."""
+    no migrate step. `audited`: the run's delivery audit rows (delivery.audit_rows), made from `run` when not
+    given."""
     steps = picked(run, pc.and_(equals(run, "type", "membership"), equals(run, "action", MIGRATE)),
                    ("run_id", "step", "members", "ts"))
     if not steps:
@@ -41,7 +42,7 @@ def migrate_tables(run: pa.Table) -> dict[str, list[Row]]:
     flow = _Flow.of(run)
     repeats = _repeats(flow)
     step_rows = _step_rows(windows, flow, repeats)
-    partitions = _partitions(run)
+    partitions = delivery.audit_rows(run)[0] if audited is None else audited
     # `before` counts every repeat earlier than the first step's record (not through the windows)
     before = int(repeats[flow.ts < windows.starts.min()].sum())
     totals = _totals(steps[0]["run_id"], step_rows, partitions, before)
@@ -232,16 +233,6 @@ def _step_rows(windows: _Windows, flow: _Flow, repeats: np.ndarray) -> list[Row]
                      "dead_time_s": dead_time, "dead_from": dead_from, "dead_to": dead_to,
                      "partition_stall_s": stall[k] if stall[k] is not None else 0.0})
     return rows
-
-
-def _partitions(run: pa.Table) -> list[Row]:
-    """The delivery audit's per-partition rows (DELIVERY_SCHEMA), by the audit's own per-run function: its
-    `design` is the first produce or consume record's, in the order the records come."""
-    flow = run.filter(is_in(run, "type", FLOW_TYPES))
-    table = (flow.select(["run_id", "design", "type", "member", "topic", "partition", "first_offset", "last_offset"])
-             .rename_columns(["run_id", "design", "type", "member", "topic", "partition", "first", "last"]))
-    partitions, _gaps = split_rows(_audit_run(table))
-    return partitions.to_pylist()
 
 
 def _totals(run_id: str, steps: list[Row], partitions: list[Row], duplicates_before: int) -> list[Row]:

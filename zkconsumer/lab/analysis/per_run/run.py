@@ -72,7 +72,7 @@ def analyse_run(run: pa.Table, info: Row, line_counts: tuple[int, int] | None) -
         "runs": [tables.per_run(info, bounds, wire, rebalances, overlaps, pauses, owned, found, line_counts, per_run,
                                 counts.split_per_run(noticed, changes, bounds), counts.wire_gap_counts(run))],
         "delivery": found, "delivery_gaps": gaps,
-        **migrate.migrate_tables(run),
+        **migrate.migrate_tables(run, found),
     }
     return {name: [schemas.conform(r, TABLES[name]) for r in rows] for name, rows in out.items()}
 

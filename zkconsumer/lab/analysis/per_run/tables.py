@@ -16,7 +16,7 @@ from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.herd import REBALANCE_TOTALS
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
-from zkconsumer.lab.analysis.per_run.core import median
+from zkconsumer.lab.analysis.per_run.core import greatest, median
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
 from zkconsumer.lab.protocol_rules import HEARTBEAT_APIS
 
@@ -30,11 +30,6 @@ CHANGE_ZEROS = (*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses")
 RUN_ZEROS = ("changes", "membership_records", *PER_CHANGE, "overlaps", "overlap_s", "trace_lines", "bad_lines",
              "rebalances", *REBALANCE_TOTALS, "stable_records", "owner_conflicts", "revoked_kept",
              "epoch_zero_heartbeats", "revoked_partitions", *API_COLUMNS.values())
-
-
-def _max(values: Iterable[Any]) -> Any:
-    found = [v for v in values if v is not None]
-    return max(found) if found else None
 
 
 def _sum(values: Iterable[Any]) -> Any:
@@ -144,7 +139,7 @@ def per_change(info: Row, changes: Sequence[Row], counts: Sequence[Row], rebalan
             row.update(overlaps=len(overlaps_by[index]), overlap_s=_sum(r["overlap_s"] for r in overlaps_by[index]))
         if index in pauses_by:
             found = [r["pause_s"] for r in pauses_by[index]]
-            row.update(pauses=sum(1 for p in found if p is not None), max_pause_s=_max(found),
+            row.update(pauses=sum(1 for p in found if p is not None), max_pause_s=greatest(*found),
                        median_pause_s=median(found))
         if index in noticed_by:
             row.update({k: noticed_by[index][k] for k in ("noticing_s", "rebalancing_s", "noticed_by")})
@@ -170,13 +165,13 @@ def per_run(info: Row, bounds: Row | None, counts: Sequence[Row], rebalances: Se
     counted = [r for r in overlaps if r["change_index"] is not None]
     if counted:
         row.update(overlaps=len(counted), overlap_s=_sum(r["overlap_s"] for r in counted),
-                   max_overlap_s=_max(r["overlap_s"] for r in counted))
+                   max_overlap_s=greatest(*(r["overlap_s"] for r in counted)))
     if pauses:
         found = [r["pause_s"] for r in pauses]
-        row.update(median_pause_s=median(found), max_pause_s=_max(found))
+        row.update(median_pause_s=median(found), max_pause_s=greatest(*found))
     if owned:
         row.update(unowned_partition_s=_sum(r["unowned_partition_s"] for r in owned),
-                   max_convergence_s=_max(r["convergence_s"] for r in owned),
+                   max_convergence_s=greatest(*(r["convergence_s"] for r in owned)),
                    unconverged_changes=sum(1 for r in owned if r["convergence_s"] is None))
     if delivery:
         row.update(expected_basis=delivery[0]["expected_basis"],

@@ -165,7 +165,9 @@ def _all_alive(cluster: StandaloneCluster, workers: int) -> bool:
         raise EmbeddedError(f"{', '.join(dead)} exited while the cluster started; see {cluster.work_dir}")
     try:
         state = cluster.state()
-    except OSError:
+    except (OSError, ValueError):
+        # not up yet; ValueError: the master's web UI can answer with its HTML page before its /json/ handler is
+        # attached, which json.load refuses
         return False
     return state.get("status") == "ALIVE" and sum(w["state"] == "ALIVE" for w in state["workers"]) == workers
 

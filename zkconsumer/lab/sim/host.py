@@ -46,9 +46,13 @@ def one_cpu() -> Iterator[None]:
 def long_lived_heap() -> Iterator[None]:
     """After the settled group is built, its objects live until the end: move them out of the collector's way
     (`gc.freeze`), and collect young objects less often. Full collections over 10,000 members' objects otherwise
-    cost more than the simulation."""
+    cost more than the simulation.
+
+    Only the young generations are collected before the freeze: the garbage of building the group is young, and a
+    full collection walks the whole heap of the process, which in a Spark worker (pyarrow, pandas, py4j) cost
+    more than a small group's whole simulation. Older garbage frozen with the group is freed after `unfreeze`."""
     thresholds = gc.get_threshold()
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     gc.set_threshold(max(thresholds[0], 50_000), thresholds[1], thresholds[2])
     try:

@@ -75,6 +75,9 @@ class LatencyModel:
     scale: float = 1.0
     extra_ms: Mapping[str, float] = field(default_factory=dict)
     fallback: str = "getData"  # an operation the tables do not know is drawn from this one
+    # op -> its inverse CDF: every member's sampler asks for the same few, and hashing a table's 101 quantiles
+    # for each of 10,000 members costs more than the draws
+    _points: dict[str, array] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def constant(cls, ms: float, ops: tuple[str, ...] = tuple(WIRE_OP.values()), **kwargs: object) -> LatencyModel:
@@ -82,8 +85,11 @@ class LatencyModel:
         return cls(tables={op: (ms,) * QUANTILES for op in ops}, **kwargs)  # type: ignore[arg-type]
 
     def points(self, op: str) -> array:
-        quantiles = self.tables.get(op) or self.tables[self.fallback]
-        return _inverse_cdf(tuple(quantiles), self.scale)
+        points = self._points.get(op)
+        if points is None:
+            quantiles = self.tables.get(op) or self.tables[self.fallback]
+            points = self._points[op] = _inverse_cdf(tuple(quantiles), self.scale)
+        return points
 
     def sampler(self, seed: int, member: str) -> MemberSampler:
         return MemberSampler(self, seed, member)

@@ -6,7 +6,7 @@ import pytest
 
 from zkconsumer.lab.join_cost import join_requests
 from zkconsumer.lab.sim import ROW_FIELDS, SweepPoint, grid, predict, sweep
-from zkconsumer.lab.sim.sweep import TASK_MEASURES
+from zkconsumer.lab.sim.sweep import TASK_MEASURES, share
 
 
 def test_grid_is_the_cartesian_product_of_a_dict_or_the_given_points():
@@ -55,3 +55,44 @@ def test_a_tiny_spark_sweep_returns_one_row_per_combination(spark):
     measured = set(TASK_MEASURES)  # the task's own wall time and memory, not the simulated group's
     assert {k: v for k, v in spark_row.items() if k not in measured} == {
         k: v for k, v in one.items() if k not in measured}
+
+
+def test_shared_tasks_deal_every_point_once_and_balance_by_group_size():
+    points = grid({"members": [1024, 512, 256, 64, 64, 16, 4, 1], "seed": [0]}) + grid(
+        {"members": [64, 16, 4, 1], "seed": list(range(1, 12))})
+    points.sort(key=lambda p: -p.members)  # as sweep() orders them
+    shares = share(points, 4)
+    assert sorted((p.members, p.seed) for s in shares for p in s) == sorted((p.members, p.seed) for p in points)
+    costs = [sum(p.members + 1 for p in s) for s in shares]
+    assert costs == sorted(costs, reverse=True)  # the dearest task first
+    # the largest point is a task on its own; the rest are within one point of each other (LPT's bound)
+    assert [p.members for p in shares[0]] == [1024]
+    assert max(costs[1:]) - min(costs[1:]) <= 513
+    for s in shares:
+        assert [p.members for p in s] == sorted((p.members for p in s), reverse=True)
+    assert share(points[:2], 4) == [[points[0]], [points[1]]]  # fewer points than tasks: no empty task
+    with pytest.raises(ValueError, match="at least one task"):
+        sweep([SweepPoint(members=1)], None, tasks=0)  # type: ignore[arg-type]
+
+
+def test_a_sweep_in_shared_tasks_gives_the_rows_of_a_task_per_point(spark):
+    params = {"members": [1, 2, 3], "seed": [0, 1]}
+    measured = set(TASK_MEASURES)
+
+    context, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+
+    def rows(tasks):
+        context.setJobGroup(f"sweep-{tasks}", "a sweep", interruptOnCancel=False)
+        try:
+            found = [{k: v for k, v in r.asDict().items() if k not in measured}
+                     for r in sweep(params, spark, tasks=tasks).collect()]
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)
+        stages = [stage for job in tracker.getJobIdsForGroup(f"sweep-{tasks}")
+                  for stage in tracker.getJobInfo(job).stageIds]
+        return sorted(found, key=lambda r: (r["members"], r["seed"])), sum(
+            tracker.getStageInfo(stage).numTasks for stage in stages)
+
+    (shared, shared_tasks), (alone, alone_tasks) = rows(2), rows(None)
+    assert len(shared) == 6 and shared == alone
+    assert (shared_tasks, alone_tasks) == (2, 6)

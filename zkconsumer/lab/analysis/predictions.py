@@ -58,6 +58,7 @@ TOLERANCE = 0.25  # a predicted count or time holds within ±25% of the observed
 # The simulation's model of the lab's machine: queues at the server, the proxy and the members' hosts with service
 # times measured by a benchmark alone, never fitted to herd runs (zkconsumer.lab.sim.capacity.LAB).
 CAPACITY = "lab"
+SWEEP_TASKS_PER_CORE = 2  # the predictions' sweep tasks (sweep.share): enough that one large group does not wait
 Z95 = 1.959964  # the standard normal's 97.5% quantile: two-sided 95% intervals
 
 IDENTITY, PREDICTION = "identity", "prediction"
@@ -179,7 +180,8 @@ def predict_frame(spark: SparkSession, runs: list[dict[str, Any]], predict_to: i
     while n * 2 <= predict_to:
         n *= 2
         points.append(_point((n, partitions, heartbeat, session), SEEDS[0]))
-    return sweep(points, spark)
+    # a few tasks per core, not one per point: most points are small groups, cheaper to simulate than to schedule
+    return sweep(points, spark, tasks=SWEEP_TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
 
 
 def _point(key: Key, seed: int) -> Any:

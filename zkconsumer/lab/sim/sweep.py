@@ -205,17 +205,40 @@ def local_session(cores: int = 2, *, reuse_workers: bool = True, master: str | N
 
 
 def sweep(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] | SweepPoint],
-          spark: SparkSession) -> DataFrame:
-    """One Spark task per combination; returns a DataFrame with one row per combination (`ROW_FIELDS`), in the
-    order the tasks are scheduled: largest groups first. It is not sorted by Spark: a sort samples its input in
-    a job of its own, which would run every simulation twice."""
+          spark: SparkSession, *, tasks: int | None = None) -> DataFrame:
+    """One Spark task per combination, or `tasks` tasks sharing them (`share`); returns a DataFrame with one row
+    per combination (`ROW_FIELDS`), in the order the tasks are scheduled: largest groups first. It is not sorted
+    by Spark: a sort samples its input in a job of its own, which would run every simulation twice.
+
+    A task of its own per combination keeps a row's `peak_rss_mb` that combination's (with `reuse_workers=False`,
+    as benchmarks/bench_sim.py runs it); a few tasks sharing many small combinations spare a local session the
+    tens of milliseconds each task costs to schedule and hand to a Python worker, which for small groups is more
+    than the simulation (the analysis job's predictions, predictions.py)."""
     points = sorted(grid(params_grid), key=lambda p: (-p.members, -p.partitions, p.churn, p.latency_scale, p.seed))
     if not points:
         raise ValueError("an empty sweep")
+    if tasks is not None and tasks < 1:
+        raise ValueError(f"a sweep needs at least one task, not {tasks}")
     context = spark.sparkContext
     # The workers must run this interpreter (it has the project and its dependencies), or the one PYSPARK_PYTHON
     # names (a cluster's workers may keep it elsewhere); PySpark reads the attribute when a job is submitted, so
     # this also fixes a session started with another `python3`.
     context.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
-    rows = context.parallelize(points, numSlices=len(points)).map(_row)
+    if tasks is None or tasks >= len(points):
+        rows = context.parallelize(points, numSlices=len(points)).map(_row)
+    else:
+        shares = share(points, tasks)
+        rows = context.parallelize(shares, numSlices=len(shares)).flatMap(lambda points: [_row(p) for p in points])
     return spark.createDataFrame(rows, schema())
+
+
+def share(points: list[SweepPoint], tasks: int) -> list[list[SweepPoint]]:
+    """The points dealt to `tasks` tasks of about equal cost, largest first to the least loaded (the LPT rule),
+    the cost of a point taken as its group size plus one (the simulation's work grows with the members; the one
+    is a point's own setting up). Each task's points stay largest first; tasks with the largest cost first."""
+    loads: list[tuple[int, list[SweepPoint]]] = [(0, []) for _ in range(tasks)]
+    for point in points:  # already largest first
+        least = min(range(tasks), key=lambda i: (loads[i][0], i))
+        cost, held = loads[least]
+        loads[least] = (cost + point.members + 1, [*held, point])
+    return [held for _, held in sorted(loads, key=lambda load: -load[0]) if held]

@@ -60,7 +60,7 @@ JS = r"""
 const L = JSON.parse(document.getElementById('lesson-data').textContent);
 // a broker-side member's box colour by its phase
 const PHASE_FILL = {joining: '#fff4c2', syncing: '#e3ecfb', waiting: '#fff4c2', revoking: '#fde2e1',
-  acknowledging: '#e3ecfb', assigned: '#e3ecfb', fenced: '#fde2e1'};
+  acknowledging: '#e3ecfb', assigned: '#e3ecfb', confirming: '#e3ecfb', fenced: '#fde2e1'};
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
 let pos = 0, timer = null;

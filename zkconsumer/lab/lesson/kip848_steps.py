@@ -40,8 +40,12 @@ KAFKA_HEARTBEAT = "GroupMetadataManager.consumerGroupHeartbeat"
 KAFKA_RECONCILE = "CurrentAssignmentBuilder (MemberState.UNREVOKED_PARTITIONS)"
 # phases of members the broker does not count (yet, or any more) when it decides whether the group is stable
 NOT_IN_GROUP = ("not started", "starting", "joining", "left", "killed")
-# phases of a member that has not reached its target
-UNSETTLED = ("revoking", "acknowledging", "waiting", "assigned", "fenced")
+# phases of a member that has not reached its target. Not "assigned" nor "confirming": a member answered its new
+# partitions is at the target epoch and STABLE for the broker (CurrentAssignmentBuilder.computeNextAssignment
+# moves it there when nothing it is to get is still another member's; a partial answer leaves partitions that
+# another member revokes or nobody owns, which keeps the group Reconciling on their account), and its next
+# heartbeat only confirms what it owns.
+UNSETTLED = ("revoking", "acknowledging", "waiting", "fenced")
 
 
 class ConsumerProtocolSteps(CoordinatorSteps):
@@ -97,7 +101,9 @@ class ConsumerProtocolSteps(CoordinatorSteps):
             title = f"{member} → ConsumerGroupHeartbeat, epoch {epoch}: leave"
             explain = "a graceful leave: the broker moves the group to a new epoch and hands its partitions on"
         else:
-            phase, label = "acknowledging", f"heartbeat: owns {owned}"
+            # only a member that revoked is acknowledging something the broker waits for
+            phase = "acknowledging" if before == "revoking" else "confirming"
+            label = f"heartbeat: owns {owned}"
             title = f"{member} → ConsumerGroupHeartbeat, epoch {epoch}: owns {owned}"
             explain = {"revoking": "it revoked and says what it owns now: only after this may the broker give "
                                    "the freed partitions to another member",
@@ -118,6 +124,10 @@ class ConsumerProtocolSteps(CoordinatorSteps):
         group_before = self.group_epoch
         if isinstance(after, int) and after > (self.group_epoch or 0):
             self.group_epoch = after
+        if error in (0, None) and isinstance(after, int) and after >= 0:
+            # librdkafka's generation records carry no epoch: a member's assignment callback is of the epoch its
+            # latest answer gave it, and must not leave it looking behind the group (`_generation`)
+            self.joined[member] = after
         if assigned is not None:
             self.replay.count("assignments", r["ts"])
         tone, label = "response", f"epoch {after}"

@@ -166,6 +166,10 @@ class CaseRun:
             self._phase("done")
             self._transition(RunState.DRAINING)
             self._stop_load(drain=True)
+            # Once more at the end: a member that ended between the loop's last failure check and the stability
+            # check that then no longer counted it (or while the load drained) left a group that only looked
+            # stable, and its change's identities fail; such a run is not a complete one either.
+            self.changes.raise_if_failed(driver)
             if settled:
                 outcome = RunState.COMPLETED
             else:  # its time to stable is unknown, not the timeout: the run must not count as a complete one

@@ -49,8 +49,8 @@ class ZkMemberSettings:
     trace_path: str = ""
     fetch: bool = True  # False: rebalance-only (NoFetchers), the lab's --members threads
     # A member process's stdout is its launcher's control channel (`SessionChannel`): the session credentials go
-    # there. Off, for a launcher that sends stdout to the member's log, they go to the trace as before: the fault
-    # campaign's (zkconsumer/lab/chaos/members.py), until it reads the channel.
+    # there (the lab's driver and the fault campaign's members read it). Off, the credentials go nowhere: the
+    # launcher cannot force the session's expiry, and the trace still holds only the session id.
     control: bool = False
 
     def config(self) -> ConsumerConfig:
@@ -165,12 +165,11 @@ class ZkMember:
         credentials = self.connector.zk.session_credentials
         if credentials is None:
             return
+        # the id only: traces are shared, and the password is what lets anyone take the session over
+        self.trace.write("member_event", member=self.settings.name, kind="session", session=credentials[0])
         if self._on_session is not None:
-            self.trace.write("member_event", member=self.settings.name, kind="session", session=credentials[0])
             self._on_session(credentials[0], credentials[1])
-        else:  # a launcher without a control channel (ZkMemberSettings.control)
-            self.trace.write("member_event", member=self.settings.name, kind="session", session=credentials[0],
-                             password=credentials[1].hex())
+        # without a control channel (ZkMemberSettings.control) the launcher cannot force this session's expiry
 
     def _drain(self, stream) -> None:
         from fetcher_manager.stream import ConsumerTimeoutError

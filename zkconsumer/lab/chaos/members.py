@@ -21,14 +21,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from zkconsumer.embedded.process import wait_or_kill
-from zkconsumer.lab.driver import TraceTail
 from zkconsumer.lab.trace import TraceWriter
-from zkconsumer.lab.zk_member import ZkMemberSettings, settings_json
+from zkconsumer.lab.zk_member import SessionChannel, ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.expiry import expire_session
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,8 @@ class _Member:
     paused: bool = False
     expected_exit: bool = False
     leaving: bool = False  # asked to leave gracefully: it must then end with code 0
-    session: tuple[int, str] | None = None
-    tail: TraceTail | None = field(default=None, repr=False)
+    # its stdout: the session credentials a forced expiry needs, which never go into the (shared) history
+    channel: SessionChannel | None = None
 
 
 class ChaosMembers:
@@ -79,17 +78,18 @@ class ChaosMembers:
 
     def start(self, name: str) -> None:
         self._reap()
-        settings = self._settings(name)
+        settings = replace(self._settings(name), control=True)
         path = Path(settings.trace_path)
-        offset = path.stat().st_size if path.exists() else 0
         log_file = open(self._log_dir / f"{name}.log", "a", encoding="utf-8")  # closed when the member ends
+        # stdout is the member's control channel (its session credentials), stderr its log
         proc = subprocess.Popen([sys.executable, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
-                                stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
+                                encoding="utf-8")
         with self._lock:
             if name in self._members:
                 raise ValueError(f"member {name} is already running")
-            # a restart appends to the same trace file: its session is read from the new records only
-            self._members[name] = _Member(name, proc, log_file, path, tail=TraceTail(path, offset=offset))
+            # a restart has a new process, so a new channel: an earlier life's session is never reported
+            self._members[name] = _Member(name, proc, log_file, path, channel=SessionChannel(proc.stdout, name))
         self._write_live()
 
     def kill(self, name: str) -> int:
@@ -113,13 +113,11 @@ class ChaosMembers:
         member.paused = False
 
     def session(self, name: str) -> tuple[int, str] | None:
-        """The member's current ZooKeeper session (id, password hex), from the `session` records it wrote."""
+        """The member's current ZooKeeper session (id, password hex), as it last reported it on its control
+        channel; None before its first report."""
         member = self._get(name)
-        assert member.tail is not None
-        for record in member.tail.poll():
-            if record.get("type") == "member_event" and record.get("kind") == "session":
-                member.session = (record["session"], record["password"])
-        return member.session
+        assert member.channel is not None
+        return member.channel.session()
 
     def expire(self, name: str) -> int:
         """A real server-side expiry of the member's session; returns the session id."""
@@ -176,6 +174,8 @@ class ChaosMembers:
                             member.log_file.name)
             if member.proc.stdin is not None:
                 member.proc.stdin.close()
+            if member.channel is not None:
+                member.channel.join(STOP_S)  # its reader ends at the channel's end, which the exit closed
             member.log_file.close()
         if ended:
             self._write_live()

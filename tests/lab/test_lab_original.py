@@ -14,14 +14,19 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from helpers import wait_for
+from helpers import beyond_the_textbook, conflicted, wait_for
 from test_lab_run import our_processes
 
 from zkconsumer.cli import main as cli_main
 from zkconsumer.errors import InputError
 from zkconsumer.lab.cli import select_designs
 from zkconsumer.lab.designs import missing_client
-from zkconsumer.lab.join_cost import original_accounted_requests, original_join_requests
+from zkconsumer.lab.join_cost import (
+    ORIGINAL_PER_NOTIFICATION,
+    original_accounted_requests,
+    original_attempt_cost,
+    original_join_requests,
+)
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -124,8 +129,11 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
     notified = sum(r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "event" for r in window)
     join_events = [r for r in window if r["type"] == "member_event"]
     assert notified == 1
-    if not any(e["kind"] == "claim" and not e["ok"] for e in join_events):
-        assert requests == original_join_requests(2, PARTITIONS, fetchers=True)
+    # the closed form in every case: plus exactly what a conflict added, which is nothing without one
+    excess = beyond_the_textbook(join_events, 2, PARTITIONS, notified, original_attempt_cost(2),
+                                 ORIGINAL_PER_NOTIFICATION)
+    assert requests == original_join_requests(2, PARTITIONS, fetchers=True) + excess, excess
+    assert (excess > 0) == conflicted(join_events), excess
     owning = sum(r["type"] == "assignment" and bool(r["partitions"]) for r in window)
     assert requests == original_accounted_requests(join_events, members_seen=2, joiners=1,
                                                    notified=notified) + 2 * owning

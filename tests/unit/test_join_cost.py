@@ -4,9 +4,9 @@ ZooKeeper; tests/lab/test_join_cost_wire.py checks the same against the wire of 
 from __future__ import annotations
 
 import pytest
-from helpers import wait_for
+from helpers import beyond_the_textbook, conflicted, wait_for
 
-from zkconsumer.lab.join_cost import accounted_requests, join_notifications, join_requests
+from zkconsumer.lab.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
 
 
 def requests(counts: dict[str, int]) -> int:
@@ -42,8 +42,10 @@ def test_one_join_costs_exactly_what_the_formula_says(memory_group, existing):
     size = existing + 1
     assert notified == join_notifications(size)
     assert spent == accounted_requests(events, members_seen=size, joiners=1, notified=notified)
-    if not any(e["kind"] == "claim" and not e["ok"] for e in events):
-        assert spent == join_requests(size, partitions)
+    # the closed form in every case: plus exactly what a conflict added, which is nothing without one
+    excess = beyond_the_textbook(events, size, partitions, notified, attempt_cost(size))
+    assert spent == join_requests(size, partitions) + excess, excess
+    assert (excess > 0) == conflicted(events), excess
 
 
 def test_closed_form_values():

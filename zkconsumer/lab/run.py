@@ -221,15 +221,16 @@ class CaseRun:
         as are already in the group (the group doubles with each wave). The initial group is not measured (t = 0
         is when it is stable); starting hundreds at once only makes every member re-read every registration many
         times over while the group keeps changing under it, and waves of a fixed size make every wave re-read
-        the whole group again (a join costs ~M² reads, docs/join-cost.md): doubling reaches 256 in 4 waves."""
+        the whole group again (a join costs ~M² reads, docs/join-cost.md): doubling reaches 256 in 4 waves. Each
+        wave waits for a stable group at most the scenario's `start_timeout` (its `settle_timeout` when unset)."""
         remaining = self.scenario.group.members
+        bound = self.scenario.start_timeout or self.scenario.settle_timeout
         while remaining:
             wave = min(remaining, max(INITIAL_WAVE, self._next_member))
             for _ in range(wave):
                 self._join(driver, self._name(self._allocate()))
             remaining -= wave
-            self.changes.await_stable(driver, self.scenario.settle_timeout,
-                                      f"the initial group ({self._next_member} members)")
+            self.changes.await_stable(driver, bound, f"the initial group ({self._next_member} members)")
 
     def _setup(self, admin: ZkClient) -> dict[str, int]:
         topics = {}

@@ -240,6 +240,9 @@ class Scenario(_Model):
     repeats: int = Field(1, ge=1, le=100)
     seed: int = Field(0, ge=0)
     settle_timeout: float = Field(30.0, gt=0, le=600)
+    # The initial group's own bound (each of its waves, run.py): None is settle_timeout. Starting many members
+    # takes longer than any change they then make, and longer still on a busy machine.
+    start_timeout: float | None = Field(None, gt=0, le=3600)
     zk_servers: int = Field(1, ge=1, le=9)
     group: Group
     # Kafka 0.8 consumer properties (dotted keys), checked with ConsumerConfig by the rules.

@@ -1,5 +1,10 @@
 """The live view in a real terminal (tmux): it shows a joining member and its partitions as they change, holds one
-ZooKeeper watch per node it shows, makes no writes, and leaves no process, tmux server or session behind."""
+ZooKeeper watch per node it shows, makes no writes, and leaves no process, tmux server or session behind.
+
+The ZooKeeper is the suite's, which the brokers use too: their own requests move every server-wide counter (mntr's
+watch and connection counts). So the view is checked by what is its own alone: its session's data watches as the
+server lists them (`wchc`), and its requests as they crossed a ZooKeeper proxy link of its own (the lab's counting
+proxy, docs/wire.md), which no other client uses."""
 
 from __future__ import annotations
 
@@ -15,15 +20,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import unique, wait_for
 
 from zkconsumer.embedded.process import four_letter_word
+from zkconsumer.lab.wire import RecordCollector, ZkProxy
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="missing tool: tmux (this test drives the view in a real terminal)")
 
 TOPIC = "watch-live-events"
 GROUP = "live"
+# Every ZooKeeper request that writes nothing (opcodes as in ZooKeeper's ZooDefs.OpCode): anything else the view sends
+# is a write, or one of the session-management calls a read-only view has no use for (addWatch, removeWatches).
+READS = frozenset({"exists", "getData", "getACL", "getChildren", "getChildren2", "sync", "check", "multiRead",
+                   "checkWatches", "setWatches", "setWatches2", "getEphemerals", "getAllChildrenNumber", "whoAmI",
+                   "auth", "sasl", "createSession", "closeSession"})
 
 
 class Tmux:
@@ -69,22 +80,6 @@ def wait_for_screen(tmux: Tmux, condition: Callable[[str], bool], timeout: float
         time.sleep(0.05)
 
 
-def mntr(port: int) -> dict[str, str]:
-    return dict(line.split("\t", 1) for line in four_letter_word(port, "mntr").splitlines() if "\t" in line)
-
-
-def steady_watch_count(port: int, hold_s: float = 1.0) -> dict[str, str] | None:
-    """An mntr sample, if the server's watch count is the same in samples spread over `hold_s` (the member's
-    watches are all set); None if it changed. Two reads back to back would agree while watches were still being
-    set between polls."""
-    samples = [mntr(port)]
-    for _ in range(4):
-        time.sleep(hold_s / 4)
-        samples.append(mntr(port))
-    counts = {s.get("zk_watch_count") for s in samples}
-    return samples[-1] if len(counts) == 1 else None
-
-
 def data_watches_of(port: int, session: str) -> list[str]:
     """Paths of the data watches `session` holds (`wchc`; ZooKeeper reports data watches only)."""
     paths, current = [], None
@@ -96,6 +91,11 @@ def data_watches_of(port: int, session: str) -> list[str]:
     return paths
 
 
+def session_connected(port: int, session: str) -> bool:
+    """Whether the server has a connection for `session` (`cons` lists each with its `sid`)."""
+    return f"sid={session}," in four_letter_word(port, "cons")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -104,7 +104,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server, members, tmux, tmp_path):
+@pytest.fixture
+def view_proxy(zk_server) -> Iterator[tuple[ZkProxy, RecordCollector]]:
+    """A ZooKeeper proxy link for the view alone; its records are the view's requests as the wire carried them."""
+    records = RecordCollector()
+    with ZkProxy(zk_server.connect_string, sink=records, name=unique("zkw")) as proxy:
+        proxy.add_link("view")
+        yield proxy, records
+
+
+def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server, members, tmux, tmp_path,
+                                                          view_proxy):
+    proxy, wire = view_proxy
     port = zk_server.nodes[0].client_port
     # The broker's tests share ZooKeeper's root (tests/conftest.py); a chroot, if any, prefixes every watched path.
     chroot = "/" + cluster.zookeeper_connect.split("/", 1)[1] if "/" in cluster.zookeeper_connect else ""
@@ -113,11 +124,10 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     wait_for(lambda: set(zk.owners(GROUP).values()) == {"live_a-0"} and len(zk.owners(GROUP)) == 4,
              message="live_a owns all four partitions")
     zk.create(f"/consumers/{GROUP}/offsets/{TOPIC}/0", b"0")  # a committed offset: the offsets dir exists
-    before = wait_for(lambda: steady_watch_count(port), message="the server's watch count to hold for 1 s")
 
     op_counts = tmp_path / "ops.json"
-    command = (f"{sys.executable} -m zkconsumer watch --zookeeper {cluster.zookeeper_connect} --group {GROUP} "
-               f"--op-counts {op_counts}")
+    command = (f"{sys.executable} -m zkconsumer watch --zookeeper {proxy.connect_string('view', chroot)} "
+               f"--group {GROUP} --op-counts {op_counts}")
     # The window is made at this size, not resized to it after the view started: a resize that lands before the
     # view installs its SIGWINCH handler leaves it drawing for 80x24, where the members table has room for one row.
     tmux.run("-f", "/dev/null", "start-server", ";", "set-option", "-g", "default-size", "160x50", ";",
@@ -130,13 +140,21 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     session = re.search(r"session (0x[0-9a-f]+)", screen).group(1)
 
     # One watch per node shown: data watches on the topic and on each partition's owner and offset node (exists
-    # watches where the node is missing), child watches on the group dir, ids, owners and offsets (4).
+    # watches where the node is missing), child watches on the group dir, ids, owners and offsets (4). The server
+    # lists a session's data watches (`wchc`) but not its child watches: those are the view's watching
+    # getChildren requests, by path.
     base = f"{chroot}/consumers/{GROUP}"
     expected_data = sorted([f"{chroot}/brokers/topics/{TOPIC}"] + [f"{base}/{kind}/{TOPIC}/{p}" for kind in
                                                                    ("owners", "offsets") for p in range(4)])
+    expected_children = sorted([base, f"{base}/ids", f"{base}/owners", f"{base}/offsets"])
     assert sorted(data_watches_of(port, session)) == expected_data
-    held = int(mntr(port)["zk_watch_count"]) - int(before["zk_watch_count"])
-    assert held == len(expected_data) + 4, f"the view holds {held} watches"
+
+    def watched(ops: tuple[str, ...]) -> list[str]:
+        return sorted({r.path for r in wire.records() if r.kind == "request" and r.op in ops and r.watch})
+
+    assert watched(("exists", "getData")) == expected_data
+    assert watched(("getChildren", "getChildren2")) == expected_children
+    assert {r.session_id for r in wire.where(kind="connect_reply")} == {int(session, 16)}  # the link is the view's
 
     joined = time.monotonic()
     members(GROUP, "b").create_message_streams({TOPIC: 1})  # returns once live_b has claimed its partitions
@@ -160,7 +178,11 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     counts = json.loads(op_counts.read_text())
     assert not {k: v for k, v in counts.items() if k in ("create", "set_data", "delete")}, counts
     assert counts["get_children"] > 0 and counts["get_data"] > 0
-    # Its session is gone: the view's watches and connection are released (live_b added one connection).
-    after = mntr(port)
-    assert int(after["zk_num_alive_connections"]) == int(before["zk_num_alive_connections"]) + 1
+    # What the server received from the view, whatever the client counted: reads only, and its session closed.
+    requests = [r for r in wire.records() if r.kind == "request"]
+    assert not [(r.op, r.path) for r in requests if r.op not in READS], "the view sent a write"
+    assert [r.op for r in requests][-1] == "closeSession"
+    # Its session is gone: the view's watches and connection are released.
     assert data_watches_of(port, session) == []
+    wait_for(lambda: not session_connected(port, session), timeout=10,
+             message=f"the server to drop session {session}'s connection")

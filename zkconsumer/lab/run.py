@@ -80,7 +80,8 @@ class CaseRun:
                COMPLETED | UNSETTLED | FAILED | INTERRUPTED
 
     t = 0 is the initial group stable. UNSETTLED: ran to the end, but the group was not stable again after the last
-    change; INTERRUPTED: Ctrl-C; FAILED: any other early stop.
+    change; INTERRUPTED: Ctrl-C; FAILED: any other early stop, or a member that ended on its own unseen until
+    the end (its error names it and why).
     """
 
     def __init__(self, case: Case, design: str, servers: LabServers, out_dir: Path, *,

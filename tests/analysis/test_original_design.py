@@ -1,10 +1,9 @@
 """The third design, "original" (Kafka 0.8.2.2's own connector, zkconsumer/lab/designs.py), through the tables
 and the report.
 
-A rendering test on a hand-built run (analysis_builders.split_original) until the lab driver produces real
-ones: it follows the trace contract of docs/traces.md for the original (no claim, release, fetchers or expiry
-events; owner nodes only on the wire) and has known answers. The end-to-end test with a real 0.8.2.2 run
-belongs to the driver's tests."""
+A hand-built run (analysis_builders.split_original) with known answers: it follows the trace contract of
+docs/traces.md for the original (no claim, release, fetchers or expiry events; owner nodes only on the wire). Real
+0.8.2.2 runs go through the lab driver in tests/lab/test_lab_original.py and tests/interop/."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ def three(spark: SparkSession, hand_runs: Any, original: RunBuilder,
                    predict_to=None)
 
 
+@pytest.mark.slow
 def test_owner_nodes_on_the_wire_are_the_originals_ownership(three, spark, original) -> None:
     iv = three.read(spark, "ownership_intervals").filter(F.col("run_id") == original.run_id)
     got = iv.select("member", "tp", (F.col("start") - T0).alias("start"), (F.col("end") - T0).alias("end"),
@@ -54,6 +54,7 @@ def test_owner_nodes_on_the_wire_are_the_originals_ownership(three, spark, origi
     assert bases == {("zk", "fetching"), ("coordinator", "generation"), ("original", "owner node")}
 
 
+@pytest.mark.slow
 def test_windows_latency_and_unowned_time_from_the_wire(three, spark, original) -> None:
     changes = three.read(spark, "changes").filter(F.col("run_id") == original.run_id).select(
         "change_index", "action", (F.col("window_start") - T0).alias("window_start"), "stable_s", "convergence_s",
@@ -68,6 +69,7 @@ def test_windows_latency_and_unowned_time_from_the_wire(three, spark, original) 
     assertDataFrameEqual(changes, expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_runs_table_has_three_designs_and_no_made_up_zeros(three, spark, original, hand_runs) -> None:
     runs = {r["design"]: r for r in three.read(spark, "runs").collect()}
     assert set(runs) == {"zk", "original", "coordinator"}
@@ -100,6 +102,7 @@ def test_predictions_check_only_the_protocol_on_the_original() -> None:
                                                        ("ZooKeeper requests per join", True)]  # M² + 11M + 3P + 2
 
 
+@pytest.mark.slow
 def test_the_report_puts_the_original_between_ours_and_the_coordinator(three: AnalysisResult) -> None:
     text = three.report.read_text(encoding="utf-8")
     table = text[text.index("<table class=cmp>"):]
@@ -110,6 +113,7 @@ def test_the_report_puts_the_original_between_ours_and_the_coordinator(three: An
     assert "not reported by the original" in text
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_three_design_report_renders_in_headless_chromium(three: AnalysisResult, tmp_path: Path) -> None:
     assert CHROMIUM is not None

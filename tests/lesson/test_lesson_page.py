@@ -233,37 +233,18 @@ def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path)
 
 # --- the original design as a third column ----------------------------------------------------------------------
 
-# What an "original" run's members write (docs/traces.md): no per-partition events, no fetchers, no commits.
-ORIGINAL_KINDS = {"rebalance_begin", "attempt_begin", "attempt_end", "rebalance_end", "state", "session"}
-
-
-def relabel_as_original(zk_run: Path, target: Path) -> Path:
-    """A copy of a real "zk" run directory relabelled "original", with what the original's members do not
-    report dropped; its wire records (the owner-node creates and deletes included) are kept as they were."""
-    shutil.copytree(zk_run, target)
-    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
-    manifest["design"] = "original"
-    manifest["run_id"] = f"{manifest.get('run_id')}-as-original"
-    (target / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    for trace in (target / "traces").glob("*.jsonl"):
-        kept = []
-        for line in trace.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record["type"] == "member_event" and record["kind"] not in ORIGINAL_KINDS:
-                continue
-            kept.append(json.dumps({**record, "design": "original"}))
-        trace.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    return target
-
-
 @pytest.fixture(scope="module")
 def three_designs(lesson_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Lesson:
-    """The lesson run with a third design: a rendering test of the original's column until the lab driver
-    produces real "original" runs (their end-to-end test is the driver's)."""
+    """The lesson run with a third design: the shipped lesson scenario run again on the original Kafka 0.8.2.2
+    consumer (real JVM members), its run directory put beside the other two."""
+    scenario = shipped_scenario("lesson")
+    original_out = tmp_path_factory.mktemp("lesson-original")
+    summaries = LabSession(scenario, expand_cases(scenario), ["original"], original_out).run()
+    assert [s.completed for s in summaries] == [True]
     out = tmp_path_factory.mktemp("three") / "run"
     shutil.copytree(lesson_run, out)
     zk_run = next(out.glob("**/zk/manifest.json")).parent
-    relabel_as_original(zk_run, zk_run.parent / "original")
+    shutil.copytree(next(original_out.glob("**/original/manifest.json")).parent, zk_run.parent / "original")
     return build_lesson(out)
 
 
@@ -296,11 +277,16 @@ def test_the_original_is_replayed_from_the_wire(three_designs: Lesson) -> None:
     assert not [s for s in replay.steps if s.kind in ("fetch", "stop-fetchers", "commit")]  # not reported
     for step in replay.steps:
         assert {p: n["thread"] for p, n in step.state["owners"].items()} == wire_owners_at(records, start + step.t)
-    # the same traces as our design's: in the end the same members own the same partitions
+    # two runs, two implementations, one range assignment: in the end the same members own the same partitions
+    # (the consumer ids are the scenario's, so both sort the same threads), read from the original's owner nodes
+    # on the wire and from our members' own claims; each run has a topic of its own: partitions go by number
     ours = three_designs.designs["zk"].steps[-1].state["owners"]
-    assert {p: n["thread"] for p, n in replay.steps[-1].state["owners"].items()} == {
-        p: n["thread"].rsplit("-", 1)[0] for p, n in ours.items()}
-    assert replay.steps[-1].state["counters"] == three_designs.designs["zk"].steps[-1].state["counters"]
+    theirs = replay.steps[-1].state["owners"]
+    assert len(theirs) == len(ours) > 0
+    assert {p.rsplit("/", 1)[1]: n["thread"] for p, n in theirs.items()} == {
+        p.rsplit("/", 1)[1]: n["thread"].rsplit("-", 1)[0] for p, n in ours.items()}
+    manifest = json.loads((replay.run_dir / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["design"], manifest["versions"]["kafka_original"]) == ("original", "0.8.2.2")
     assert len(three_designs.timeline) == sum(len(r.steps) for r in three_designs.designs.values())
 
 

@@ -11,6 +11,7 @@ import itertools
 import threading
 import time
 
+import pytest
 from helpers import make_config, unique, wait_for
 from kafka import KafkaProducer
 
@@ -18,6 +19,8 @@ from fetcher_manager.kafka_wire import KafkaWire
 from fetcher_manager.manager import ConsumerFetcherManager
 from rebalance.events import EventKind
 from zkconsumer import ZookeeperConsumerConnector
+
+pytestmark = pytest.mark.slow
 
 INTERVAL_MS = 300
 

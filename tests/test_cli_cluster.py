@@ -13,6 +13,8 @@ from helpers import wait_for
 
 from zkconsumer.embedded.process import ProcessRecord, is_running
 
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "zkconsumer"]
 
 

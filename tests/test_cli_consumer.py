@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from helpers import unique, wait_for
 
 from zkconsumer import ConsumerConfig, ZookeeperConsumerConnector
+
+pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "zkconsumer"]
 

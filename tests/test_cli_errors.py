@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import unique, wait_for
 from kafka import KafkaProducer
 
@@ -24,18 +25,21 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_unreachable_broker_is_one_line():
     result = run("produce", "--bootstrap", f"127.0.0.1:{free_port()}", "--topic", "t", "--num-messages", "1")
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "no broker reachable" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_zookeeper_is_only_the_final_line():
     result = run("zk", "tree", "/", "--zookeeper", f"127.0.0.1:{free_port()}")
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "could not connect to ZooKeeper" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_null_keys_print_as_null(cluster):
     topic = cluster.create_topic(partitions=1)
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
@@ -48,6 +52,7 @@ def test_null_keys_print_as_null(cluster):
     assert result.stdout.splitlines() == [f"{topic}\t0\t0\tnull\tv0", f"{topic}\t0\t1\tk1\tv1"]
 
 
+@pytest.mark.slow
 def test_a_consumer_whose_zookeeper_disappears_logs_each_change_once_and_exits_on_sigterm(cluster, tmp_path: Path):
     """The consumer's own ZooKeeper (so it can be killed), holding the session broker's registration and a real
     topic; auto-commit every second keeps calling ZooKeeper while it is gone."""
@@ -105,6 +110,7 @@ def test_misspelt_property_warns_with_the_likely_key(caplog):
     assert "auto.comit.enable is not valid" in caplog.text and "did you mean auto.commit.enable?" in caplog.text
 
 
+@pytest.mark.slow
 def test_lab_run_into_taken_results_refuses_before_any_server_starts(tmp_path: Path):
     from zkconsumer.lab.scenario import find_scenario
     from zkconsumer.lab.session import select_cases
@@ -118,6 +124,7 @@ def test_lab_run_into_taken_results_refuses_before_any_server_starts(tmp_path: P
     assert [p.name for p in tmp_path.iterdir()] == [case.case_id], "no server directory may have been made"
 
 
+@pytest.mark.slow
 def test_lab_analyze_does_not_overwrite_a_report_unless_forced(tmp_path: Path):
     out = tmp_path / "report"
     out.mkdir()

@@ -22,6 +22,8 @@ from zkconsumer.admin import alter_partitions
 from zkconsumer.embedded.process import kill_process
 from zkconsumer.zookeeper.group import read_group_snapshot
 
+pytestmark = pytest.mark.slow
+
 
 def ensure_offsets_topic(bootstrap: str, zk) -> None:
     """Have the broker create __consumer_offsets (a coordinator lookup does) and wait for its znode."""

@@ -88,6 +88,7 @@ def test_zookeeper_is_the_embedded_server_with_its_zoo_cfg(services: dict, tmp_p
     assert services["zookeeper"]["ports"] == ["127.0.0.1:2181:2181"]
 
 
+@pytest.mark.slow
 def test_docker_compose_file_is_valid():
     if shutil.which("docker-compose"):
         cmd = ["docker-compose", "-f", str(COMPOSE), "config", "-q"]

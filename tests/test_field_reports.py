@@ -23,6 +23,8 @@ from zkconsumer.registration import ConsumerRegistrationError, register
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import ZkClient
 
+pytestmark = pytest.mark.slow
+
 
 def test_two_topics_in_one_group_are_balanced_by_subscription(cluster, zk, members):
     """A group whose members read different topics: each topic is shared only among its subscribers (0.8.2's

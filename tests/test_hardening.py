@@ -19,6 +19,8 @@ from zkconsumer.registration import RegistrationInterruptedError
 from zkconsumer.zookeeper import codecs
 from zkconsumer.zookeeper.client import ZkClient, ZkClosedError
 
+pytestmark = pytest.mark.slow
+
 
 class Recorder:
     """Collects a member's events, with the thread each one was emitted on."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import ZkProbe, expire_session, unique, wait_for
 from kazoo.client import KazooState
 
 from zkconsumer.embedded.process import kill_process
 
 
+@pytest.mark.slow
 def test_chroots_isolate_tests(zk, zk_connect, zk_root):
     zk.create("/a/b", b"x")
     chroot = zk_connect.split("/", 1)[1]
@@ -15,6 +17,7 @@ def test_chroots_isolate_tests(zk, zk_connect, zk_root):
     assert zk.children("/") == ["a"]
 
 
+@pytest.mark.slow
 def test_real_session_expiry_removes_ephemerals_on_the_server(zk_connect, zk_root):
     victim = ZkProbe(zk_connect, session_timeout=30)
     states = []
@@ -33,12 +36,15 @@ def test_real_session_expiry_removes_ephemerals_on_the_server(zk_connect, zk_roo
         victim.close()
 
 
+@pytest.mark.slow
 def test_cluster_fixture_registers_broker_and_creates_topics(cluster, zk):
     topic = cluster.create_topic(partitions=3)
     assert zk.children(f"/brokers/topics/{topic}/partitions") == ["0", "1", "2"]
     assert b'"PLAINTEXT://127.0.0.1:' in zk.get(f"/brokers/ids/{cluster.broker.id}")
 
 
+@pytest.mark.ensemble
+@pytest.mark.slow
 def test_follower_client_keeps_session_when_leader_is_killed(ensemble):
     leader = wait_for(ensemble.leader, message="a leader")
     follower = next(n for n in ensemble.nodes if n is not leader)

@@ -13,6 +13,8 @@ import pytest
 
 from zkconsumer.embedded import jvm
 
+pytestmark = pytest.mark.slow
+
 RESOLVE = [sys.executable, "-m", "zkconsumer.embedded.jvm", jvm.KAFKA_BROKER]
 
 

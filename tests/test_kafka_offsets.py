@@ -69,6 +69,7 @@ def free_port() -> int:
 # --- the offset manager client ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_commit_then_fetch_through_the_coordinator(cluster):
     topic = cluster.create_topic(partitions=3)
     group = unique("ko")
@@ -87,6 +88,7 @@ def test_commit_then_fetch_through_the_coordinator(cluster):
         manager.close()
 
 
+@pytest.mark.slow
 def test_a_partition_the_broker_refuses_is_not_reported_committed(cluster, caplog):
     topic = cluster.create_topic(partitions=1)
     group = unique("ko-refused")
@@ -109,6 +111,7 @@ def _assigned(consumer: KafkaConsumer) -> set[tuple[str, int]]:
     return {(tp.topic, tp.partition) for tp in consumer.assignment()}
 
 
+@pytest.mark.slow
 def test_commits_are_refused_while_a_coordinator_design_member_is_in_the_group(cluster, caplog):
     """A migration's middle: the broker stores commits without a generation only for a group with no members of
     its own, so once a new consumer with the same group.id has joined, every partition is refused (and the error
@@ -155,6 +158,7 @@ def test_a_coordinator_that_never_appears_ends_in_an_error_naming_the_group():
         manager.close()
 
 
+@pytest.mark.slow
 def test_a_dropped_channel_is_found_again_and_a_closed_manager_refuses(cluster):
     topic = cluster.create_topic(partitions=1)
     group = unique("ko-drop")
@@ -172,6 +176,7 @@ def test_a_dropped_channel_is_found_again_and_a_closed_manager_refuses(cluster):
 # --- the connector with Kafka storage ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kafka_storage_commits_in_one_request_and_a_new_member_resumes_from_it(cluster, zk, members, monkeypatch):
     topic = cluster.create_topic(partitions=2)
     produce(cluster.bootstrap_servers, topic, 2, 10)
@@ -208,6 +213,7 @@ def test_kafka_storage_commits_in_one_request_and_a_new_member_resumes_from_it(c
     assert sorted(resumed) == [(p, o) for p in range(2) for o in range(10, 13)]
 
 
+@pytest.mark.slow
 def test_dual_commit_writes_both_and_a_fetch_takes_the_larger(cluster, zk, members):
     topic = cluster.create_topic(partitions=2)
     produce(cluster.bootstrap_servers, topic, 2, 10)

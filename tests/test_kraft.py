@@ -76,6 +76,7 @@ def produce(bootstrap: str, topic: str, count: int) -> set[str]:
     return values
 
 
+@pytest.mark.slow
 def test_a_consumer_protocol_group_of_two_splits_the_partitions_and_reads_each_message_once(kraft: Node):
     broker = kraft.broker
     assert broker.version == "4.4.0"
@@ -126,6 +127,7 @@ def test_a_consumer_protocol_group_of_two_splits_the_partitions_and_reads_each_m
             consumer.close()
 
 
+@pytest.mark.slow
 def test_a_restart_keeps_topics_and_messages(kraft: Node, session_lifeline: Lifeline):
     before = kraft.broker
     topic = create_topic(before.bootstrap, 3)
@@ -150,6 +152,7 @@ def test_a_restart_keeps_topics_and_messages(kraft: Node, session_lifeline: Life
     assert sum(high - low for low, high in ends) == 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("formatted", [False, True], ids=["fresh storage", "formatted storage"])
 def test_a_heartbeat_under_its_minimum_is_refused_naming_the_setting(tmp_path: Path, session_lifeline: Lifeline,
                                                                      formatted: bool):
@@ -187,6 +190,7 @@ def state_records(base: Path) -> list[ProcessRecord]:
     return [ProcessRecord.from_dict(p) for p in nodes + [b["process"] for b in state["brokers"] + state["kraft"]]]
 
 
+@pytest.mark.slow
 def test_cluster_up_kraft_status_restart_and_purge(tmp_path: Path):
     base = tmp_path / "cluster"
     up = run("cluster", "up", "--kraft", "--dir", str(base))

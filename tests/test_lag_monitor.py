@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import unique
 from kafka import KafkaProducer
 
@@ -28,6 +29,8 @@ from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import java_executable
 from zkconsumer.zookeeper import layout
+
+pytestmark = pytest.mark.slow
 
 PER_PARTITION = 60
 # Messages each partition's stream consumes before the commit: a little, most, and all (lag 0).

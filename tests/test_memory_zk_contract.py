@@ -227,12 +227,13 @@ def memory_backend() -> Iterator[Backend]:
     backend.close()
 
 
-@pytest.fixture(params=["zookeeper", "memory"])
+@pytest.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.slow), "memory"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     """Either backend; the real one (and its Java server) only for the "zookeeper" parameter."""
     return request.getfixturevalue("real_backend" if request.param == "zookeeper" else "memory_backend")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sequence", SEQUENCES, ids=lambda s: s.__name__.removeprefix("sequence_"))
 def test_memory_matches_real_zookeeper(sequence: Callable[[Backend], list], real_backend: Backend,
                                        memory_backend: Backend) -> None:

@@ -13,6 +13,8 @@ from test_connector import converged
 from zkconsumer import ConsumerRebalanceFailedError
 from zkconsumer.zookeeper import layout
 
+pytestmark = pytest.mark.slow
+
 WAIT_S = 30.0
 
 

@@ -37,6 +37,7 @@ def test_fenced_offsets_are_not_written_until_the_new_session_is_set_up() -> Non
     assert store.read_offset("t", 1) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("noticed_first", [False, True], ids=["sent-then-lost", "asked-while-disconnected"])
 def test_a_write_of_an_expired_session_is_not_sent_under_the_new_one(zk_connect: str, noticed_first: bool) -> None:
     """sent-then-lost: the write goes out into a blackhole and its session dies meanwhile; it must not be resent.

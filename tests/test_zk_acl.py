@@ -58,6 +58,7 @@ def _group_nodes(group: str, topic: str, consumer_id: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_an_authenticated_member_protects_its_group_and_keeps_its_partitions(cluster, zk, members):
     topic = cluster.create_topic(partitions=2)
     _produce(cluster.bootstrap_servers, topic, 2, 5)
@@ -123,6 +124,7 @@ def test_an_authenticated_member_protects_its_group_and_keeps_its_partitions(clu
     wait_for(lambda: sorted(zk.owners(group).values()) == [f"{group}_a-0", f"{group}_b-0"], message="shared")
 
 
+@pytest.mark.slow
 def test_in_a_chroot_the_group_below_it_is_protected(zk_connect, zk):
     # The suite's fresh chroot, with topic and broker znodes by hand (ownership needs only ZooKeeper).
     zk.create(layout.broker_path(1), codecs.encode_broker(Broker(1, "127.0.0.1", 1)))
@@ -143,6 +145,7 @@ def test_in_a_chroot_the_group_below_it_is_protected(zk_connect, zk):
         member.shutdown()
 
 
+@pytest.mark.slow
 def test_a_wrong_password_fails_on_the_first_write_with_a_clear_error(cluster, zk, members):
     topic = cluster.create_topic(partitions=1)
     group = unique("acl")
@@ -156,6 +159,7 @@ def test_a_wrong_password_fails_on_the_first_write_with_a_clear_error(cluster, z
     assert zk.children(layout.ids_dir(group)) == [f"{group}_a"]
 
 
+@pytest.mark.slow
 def test_refused_credentials_fail_at_start_instead_of_retrying(zk_connect):
     # The stock server accepts any digest password (it only hashes it); a scheme it has no provider for is what it
     # refuses with AUTH_FAILED, and then closes the session: kazoo stops connecting, we must not wait for it.
@@ -169,6 +173,7 @@ def test_refused_credentials_fail_at_start_instead_of_retrying(zk_connect):
     assert "refused the credentials" in str(refused.value) and PASSWORD not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_without_credentials_the_nodes_stay_open_as_in_0_8_2(cluster, zk, members):
     topic = cluster.create_topic(partitions=1)
     group = unique("open")
@@ -208,6 +213,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 def test_the_password_is_never_logged_printed_or_written(cluster, zk, members, caplog, tmp_path):
     caplog.set_level(1)  # every record of every logger, below DEBUG too
     caplog.set_level(1, logger="kazoo")  # the suite quiets kazoo (conftest.py); restored after the test

@@ -31,6 +31,8 @@ from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient, ZkUnavailableError
 from zkconsumer.zookeeper.security import ZkTls, ZkTlsError
 
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "zkconsumer"]
 
 

@@ -11,6 +11,8 @@ from pyspark.testing import assertDataFrameEqual
 from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.summary import summarize
 
+pytestmark = pytest.mark.slow
+
 
 def table(result: AnalysisResult, spark: SparkSession, name: str) -> DataFrame:
     return result.read(spark, name)

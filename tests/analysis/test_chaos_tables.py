@@ -105,6 +105,7 @@ def rows(spark: SparkSession, result: AnalysisResult, name: str, key: str) -> li
     return [r.asDict() for r in result.read(spark, name).orderBy(key).collect()]
 
 
+@pytest.mark.slow
 def test_each_fault_window_counts_what_was_planted(spark: SparkSession, campaign: Analysed) -> None:
     faults = rows(spark, campaign.alone, "chaos_faults", "fault_id")
     assert [f["fault_id"] for f in faults] == [1, 2]  # the skipped fault injected nothing: no window
@@ -119,6 +120,7 @@ def test_each_fault_window_counts_what_was_planted(spark: SparkSession, campaign
     assert second["dead_time_s"] == pytest.approx(12 - 10)
 
 
+@pytest.mark.slow
 def test_per_kind_rows_join_the_checkers_verdict(spark: SparkSession, campaign: Analysed) -> None:
     kinds = {k["kind"]: k for k in rows(spark, campaign.alone, "chaos_kinds", "kind")}
     assert set(kinds) == {"member_kill", "zk_ensemble_stop"}
@@ -130,6 +132,7 @@ def test_per_kind_rows_join_the_checkers_verdict(spark: SparkSession, campaign: 
     assert (stop["reconv_max_s"], stop["violations"], stop["violations_by_invariant"]) == (6.25, 1, "inv3: 1")
 
 
+@pytest.mark.slow
 def test_a_campaign_leaves_the_standard_tables_unchanged(spark: SparkSession, mixed: Analysed,
                                                           analysed: AnalysisResult) -> None:
     result = mixed.mixed
@@ -143,6 +146,7 @@ def test_a_campaign_leaves_the_standard_tables_unchanged(spark: SparkSession, mi
     assert "Fault campaign" in result.report.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_the_section_is_in_the_page(campaign: Analysed) -> None:
     html = campaign.alone.report.read_text(encoding="utf-8")
     assert "<h2 id=fault-campaign>Fault campaign</h2>" in html
@@ -152,6 +156,7 @@ def test_the_section_is_in_the_page(campaign: Analysed) -> None:
     assert re.findall(r"<td>([^<]*)</td>", row)[:4] == ["campaign-1", "zk_ensemble_stop", "1", "6.25"]
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_section_renders_in_headless_chromium(mixed: Analysed, tmp_path: Path) -> None:
     assert CHROMIUM is not None

@@ -4,9 +4,12 @@ runs without any gap are not flagged."""
 
 from __future__ import annotations
 
+import pytest
 from analysis_builders import BAD_LINES
 
 from zkconsumer.lab.analysis.job import AnalysisResult
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_run_with_bad_lines_is_flagged_in_the_runs_table_and_the_report(analysed: AnalysisResult, spark,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import fixed_set
 import pytest
 
+pytestmark = pytest.mark.slow
+
 # What the fixed set's analysis may cost in Spark's terms, set from the job as it is built: 5 SQL executions and
 # 10 jobs (the runs in one query, metrics.py; the campaign's read and its tables; the modes' table; the
 # predictions' sweep and the held-out simulation). A change that brings back a query or a scan per table or per

@@ -35,6 +35,8 @@ from zkconsumer.lab.scenario import find_scenario
 from zkconsumer.lab.sim.sweep import SweepPoint, predict
 from zkconsumer.lab.summary import RunSummary
 
+pytestmark = pytest.mark.slow
+
 STICKY = ("cooperative", "consumer")
 COUNT_METRICS = (LABELS["kafka_coordination_per_change"], LABELS["rounds"], LABELS["partitions_moved"],
                  LABELS["revoked_kept"])

@@ -66,6 +66,7 @@ def _why(summary: RunSummary) -> str:
     return "identities " + ", ".join(str(i) for i in summary.identities if not i.holds)
 
 
+@pytest.mark.slow
 def test_the_spark_tables_agree_with_the_lab_summary_on_moved_revoked_kept_and_rounds(analysed: Analysed) -> None:
     for design, summary in analysed.summaries.items():
         run = analysed.runs[design]
@@ -78,6 +79,7 @@ def test_the_spark_tables_agree_with_the_lab_summary_on_moved_revoked_kept_and_r
             summary.moved, summary.revoked_kept, summary.rebalances), design
 
 
+@pytest.mark.slow
 def test_incremental_designs_move_only_the_joiners_share_and_revoke_nothing_they_give_back(
         analysed: Analysed) -> None:
     """A join into N with P partitions has to move a fair share to the joiner, ⌊P/(N+1)⌋ or ⌈P/(N+1)⌉, and no
@@ -97,6 +99,7 @@ def test_incremental_designs_move_only_the_joiners_share_and_revoke_nothing_they
     assert eager["revoked_kept"] + eager["partitions_moved"] >= eager["partitions"]
 
 
+@pytest.mark.slow
 def test_rounds_come_from_the_wire_where_librdkafka_cannot_tell_its_generation(analysed: Analysed) -> None:
     """The eager members report their generation; librdkafka's do not (null), so their rounds are the
     generations and epochs the coordinator answered: two for the cooperative join (a second generation after the
@@ -106,6 +109,7 @@ def test_rounds_come_from_the_wire_where_librdkafka_cannot_tell_its_generation(a
                                                                    "consumer": 1}
 
 
+@pytest.mark.slow
 def test_herd_metrics_cover_every_broker_side_design(analysed: Analysed) -> None:
     for design in GENERATIONS:
         run = analysed.runs[design]
@@ -122,6 +126,7 @@ def test_herd_metrics_cover_every_broker_side_design(analysed: Analysed) -> None
     assert consumer["kafka_coordination"] > consumer["epoch_zero_heartbeats"] == 1
 
 
+@pytest.mark.slow
 def test_the_verdict_compares_every_generation_on_moved_and_revoked_kept(analysed: Analysed) -> None:
     require_undisturbed(analysed, *GENERATIONS)
     findings = {f.metric: f for f in verdict(list(analysed.runs.values()))}
@@ -141,6 +146,7 @@ def test_the_verdict_compares_every_generation_on_moved_and_revoked_kept(analyse
     assert report.count("<th title='Cooperative-sticky (KIP-429)'>coop</th>") >= 3
 
 
+@pytest.mark.slow
 def test_each_generations_protocol_identities_hold_with_their_closed_forms(analysed: Analysed) -> None:
     require_undisturbed(analysed, *GENERATIONS)
     rows = analysed.identities

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from listening import listening_addresses, listening_of
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import session
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_driver_binds_to_loopback(spark: SparkSession) -> None:

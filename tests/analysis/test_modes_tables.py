@@ -20,7 +20,7 @@ from zkconsumer.lab.designs import FAITHFUL, design_label
 from zkconsumer.modes import mode_properties
 
 # The module's one analysis (five runs) takes minutes on 2 shared cores under other tests' load (270 s at load 11)
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 def near(value: float | None):

@@ -20,6 +20,8 @@ from zkconsumer.lab.analysis.per_run import counts
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
 from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, CHANGES_SCHEMA, WINDOWS_SCHEMA
 
+pytestmark = pytest.mark.slow
+
 TABLES = ("wire_counts", "rebalance_counts", "identity_counts", "split_per_change", "split_per_run",
           "answered_epochs", "change_rounds", "churn_rounds", "wire_gap_counts")
 # the records' columns as readers.read_traces gives them

@@ -44,6 +44,7 @@ def exactly(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["fixed", "hand"])
 def test_every_run_gives_sparks_time_frame(which: str, request: pytest.FixtureRequest) -> None:
     ref: FixedReference = request.getfixturevalue(which)

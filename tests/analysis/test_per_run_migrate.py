@@ -80,6 +80,7 @@ def reference(spark: SparkSession, fixed_ref: FixedReference, tmp_path_factory: 
     return Reference(ref, {name: held[name].rows() for name in spark_migrate.MIGRATE_TABLES}, fixed_run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", spark_migrate.MIGRATE_TABLES)
 @pytest.mark.parametrize("which", ["fixed", "hand", "edges"])
 def test_a_migrate_runs_tables_equal_sparks(reference: Reference, which: str, table: str) -> None:
@@ -90,6 +91,7 @@ def test_a_migrate_runs_tables_equal_sparks(reference: Reference, which: str, ta
     assert same(found, want, table), (found, want)
 
 
+@pytest.mark.slow
 def test_runs_without_a_migrate_step_give_no_tables(reference: Reference) -> None:
     migrating = {reference.fixed_run, HAND_RUN, EDGES_RUN}
     assert {r["run_id"] for rows in reference.spark_rows.values() for r in rows} == migrating

@@ -24,6 +24,8 @@ from spark_oracle.windows import build
 import zkconsumer.lab.analysis.per_run.ownership as per_run
 from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, WINDOWS_SCHEMA
 
+pytestmark = pytest.mark.slow
+
 TABLES = ("events", "intervals", "overlaps", "ownership_per_change", "stop_the_world", "moved_per_change",
           "moved_per_run", "revoked_kept", "contention")
 Rows = list[dict[str, Any]]

@@ -182,6 +182,7 @@ def test_time_to_stable_is_predicted_out_of_sample_on_the_held_out_repeats() -> 
     assert stable.why == "out of sample: test" and stable.samples.startswith("2 held-out run(s)")
 
 
+@pytest.mark.slow
 def test_the_report_puts_predictions_next_to_the_hand_built_sweep(analysed: AnalysisResult) -> None:
     """The hand-built sweep (3·N² requests, 5·N coordination requests, no generations: analysis_builders.py) is
     not what the protocol does, so the coordinator's identities must fail, and the predicted tail must reach the
@@ -193,6 +194,7 @@ def test_the_report_puts_predictions_next_to_the_hand_built_sweep(analysed: Anal
     assert {"predictions", "prediction_comparison"} <= set(analysed.tables)
 
 
+@pytest.mark.slow
 def test_lab_analyze_without_runs_is_a_one_line_usage_error(tmp_path) -> None:
     """The CLI names what it looked for and what to give, and starts no Spark JVM for nothing."""
     empty = tmp_path / "no-runs"

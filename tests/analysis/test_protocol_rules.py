@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from pyspark.sql import Column, SparkSession
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -23,6 +24,8 @@ from zkconsumer.lab.protocol_rules import (
     is_failed_attempt,
     is_heartbeat,
 )
+
+pytestmark = pytest.mark.slow
 
 RESULTS = [str(r) for r in AttemptResult] + [None]  # None: an attempt_end record without a result
 APIS = [*GROUP_APIS, "Metadata", "Fetch", "ListOffsets", "Produce", None]

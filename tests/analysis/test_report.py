@@ -41,6 +41,7 @@ def png_pixels(path: Path) -> bytes:
     return zlib.decompress(idat)
 
 
+@pytest.mark.slow
 def test_the_report_needs_no_network(analysed: AnalysisResult) -> None:
     html = analysed.report.read_text(encoding="utf-8")
     assert re.search(r"<script[^>]*\ssrc=", html) is None  # plotly.js is inline, not fetched
@@ -49,6 +50,7 @@ def test_the_report_needs_no_network(analysed: AnalysisResult) -> None:
     assert "Servers: ZooKeeper 3.9.5, Apache Kafka 3.9.2 (as each run recorded them)." in html
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_charts_render_in_headless_chromium(analysed: AnalysisResult, tmp_path: Path) -> None:
     html = analysed.report.read_text(encoding="utf-8")
@@ -238,6 +240,7 @@ def test_a_timeline_runs_through_the_recovery_of_its_whole_churn_step() -> None:
     assert recovery_span(storm, storm[0]) == (10.0, 30.0)
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_report_opens_with_the_verdict_and_shows_split_brain_events(analysed: AnalysisResult,
                                                                          tmp_path: Path) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from spark_oracle.windows import build
 
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
+
+pytestmark = pytest.mark.slow
 
 COLUMNS = T.StructType([T.StructField("run_id", T.StringType()), T.StructField("file", T.StringType()),
                         *[f for f in TRACE_SCHEMA.fields if f.name in RECORD_FIELDS]])

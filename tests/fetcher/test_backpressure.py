@@ -3,6 +3,7 @@ fetcher, which resumes once the application consumes."""
 
 from __future__ import annotations
 
+import pytest
 from fetch_helpers import broker_of, create_topic, produce, settings
 from helpers import wait_for
 
@@ -11,6 +12,8 @@ from fetcher_manager.metrics import MetricsRegistry, metric_name
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.stream import ChunkQueue, KafkaStream
 from zkconsumer.embedded.kafka import KafkaBroker
+
+pytestmark = pytest.mark.slow
 
 
 def test_full_queue_stalls_the_fetcher_until_consumed(kafka: KafkaBroker) -> None:

@@ -100,6 +100,7 @@ class _CountingSocket:
         return getattr(self._sock, name)
 
 
+@pytest.mark.slow
 def test_fetch_result_size_is_the_response_as_received(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     produce(kafka.bootstrap, topic, keyed(2, 20))
@@ -129,6 +130,7 @@ class _RecordingWire(KafkaWire):
         return result
 
 
+@pytest.mark.slow
 def test_fetchers_record_fetch_response_size_per_broker_and_for_all_brokers(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     produce(kafka.bootstrap, topic, keyed(2, 30))

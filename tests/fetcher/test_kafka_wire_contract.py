@@ -91,6 +91,7 @@ def test_requests_encode_at_every_version_we_may_negotiate(name: str) -> None:
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4, f"{name} v{version}: bad frame"
 
 
+@pytest.mark.slow
 def test_round_trip_against_the_broker(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     produce(kafka.bootstrap, topic, [(1, b"k", b"v1"), (1, b"k", b"v2")])

@@ -20,6 +20,8 @@ from fetcher_manager.stream import ChunkQueue, ConsumerTimeoutError, KafkaStream
 from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.embedded.kafka import KafkaBroker
 
+pytestmark = pytest.mark.slow
+
 
 def consume(streams: Sequence[KafkaStream], count: int, timeout: float = 20.0) -> list[MessageAndMetadata]:
     """Take ``count`` messages from the streams (round robin, each built with a short consumer timeout)."""

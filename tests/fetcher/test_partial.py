@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from fetch_helpers import broker_of, create_topic, produce, settings
 from helpers import wait_for
 
@@ -15,6 +16,7 @@ from fetcher_manager.topic_partition import TopicPartition
 from zkconsumer.embedded.kafka import KafkaBroker
 
 
+@pytest.mark.slow
 def test_a_removed_partition_stops_while_the_others_go_on_and_comes_back_when_added(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     produce(kafka.bootstrap, topic, [(p, None, b"v") for p in (0, 1) for _ in range(3)])

@@ -37,6 +37,7 @@ def test_from_settings_uses_the_socket_settings() -> None:
     assert type(Subclass.from_settings(s)) is Subclass
 
 
+@pytest.mark.slow
 def test_finder_and_fetchers_get_their_wires_from_the_one_factory(kafka: KafkaBroker,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []  # the name of the thread that asked for each wire

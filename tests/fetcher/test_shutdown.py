@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 
+import pytest
 from fetch_helpers import broker_of, create_topic, keyed, produce, settings
 from helpers import wait_for
 
@@ -17,6 +18,8 @@ from fetcher_manager.manager import ConsumerFetcherManager
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
 from zkconsumer.embedded.kafka import KafkaBroker
+
+pytestmark = pytest.mark.slow
 
 RELEASE_BOUND_S = 30.0  # how long a blocked broker source waits at most, so a failing test cannot hang
 

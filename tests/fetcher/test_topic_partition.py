@@ -49,6 +49,7 @@ def test_partition_info_key() -> None:
     assert type(key) is TopicPartition and key == TopicPartition("t", 5)
 
 
+@pytest.mark.slow
 def test_metadata_and_fetch_results_are_keyed_by_it(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     produce(kafka.bootstrap, topic, [(0, b"k", b"v")])
@@ -64,6 +65,7 @@ def test_metadata_and_fetch_results_are_keyed_by_it(kafka: KafkaBroker) -> None:
         wire.close()
 
 
+@pytest.mark.slow
 def test_manager_reports_partitions_as_topic_partitions(kafka: KafkaBroker) -> None:
     topic = create_topic(kafka.bootstrap, 2)
     s = settings()

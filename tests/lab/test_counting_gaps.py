@@ -21,7 +21,10 @@ from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire import BLACKHOLE, ZkProxy
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: the Spark oracle
+import pytest
 from spark_oracle.metrics import wire_gap_counts, with_counting_gaps
+
+pytestmark = pytest.mark.slow
 
 
 def new_run(root: Path, name: str) -> RunDirectory:

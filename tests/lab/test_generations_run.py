@@ -53,6 +53,7 @@ def summaries(tmp_path_factory):
     return {s.design: s for s in found}
 
 
+@pytest.mark.slow
 def test_every_generation_completes_with_its_identities_holding(summaries):
     assert sorted(summaries) == ["consumer", "cooperative", "coordinator"]
     for design, summary in summaries.items():
@@ -63,6 +64,7 @@ def test_every_generation_completes_with_its_identities_holding(summaries):
     assert [summaries[d].rebalances for d in ("coordinator", "cooperative", "consumer")] == [1, 2, 1]
 
 
+@pytest.mark.slow
 def test_eager_stops_the_world_and_the_newer_protocols_move_only_what_they_must(summaries):
     least = PARTITIONS // (INCUMBENTS + 1)  # 12 over 4 members: the joiner needs 3
     eager = summaries["coordinator"]
@@ -72,6 +74,7 @@ def test_eager_stops_the_world_and_the_newer_protocols_move_only_what_they_must(
         assert summaries[design].revoked_kept == 0, design
 
 
+@pytest.mark.slow
 def test_the_consumer_protocol_joins_by_heartbeat_alone(summaries):
     consumer = summaries["consumer"]
     assert consumer.kafka_by_api["JoinGroup"] == consumer.kafka_by_api["SyncGroup"] == 0
@@ -85,6 +88,7 @@ def test_the_consumer_protocol_joins_by_heartbeat_alone(summaries):
     assert all(split is not None for split in consumer.stable_split)
 
 
+@pytest.mark.slow
 def test_each_run_records_the_broker_it_ran_on(summaries):
     eager = RunDirectory.load(summaries["coordinator"].path)["servers"]["broker"]
     assert eager["mode"] == "ZooKeeper" and eager["version"].startswith("3.9")

@@ -17,6 +17,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from zkconsumer.lab.server_info import read_exactly
 from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord
 
+pytestmark = pytest.mark.slow
+
 GROUP_TIMING = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
 
 

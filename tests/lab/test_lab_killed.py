@@ -13,6 +13,8 @@ import pytest
 from helpers import wait_for
 from test_lab_run import SHORT, our_processes
 
+pytestmark = pytest.mark.slow
+
 MEMBER_MODULES = {"zk": "zkconsumer.lab.zk_member", "coordinator": "zkconsumer.lab.coordinator_member"}
 
 

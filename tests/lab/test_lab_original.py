@@ -180,6 +180,7 @@ def test_a_missing_java_is_one_line_naming_the_fix(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()  # nothing started
 
 
+@pytest.mark.slow
 def test_a_member_jvm_ends_when_the_lab_is_killed(tmp_path):
     """The lab killed -9 runs no `finally`: its original JVMs end at the end of their stdin (a pipe from it)."""
     _require_jdk()

@@ -266,6 +266,7 @@ def cooperative(tmp_path: Path, proxy: KafkaProxy, proxied_kafka) -> Iterator[tu
         driver.stop()
 
 
+@pytest.mark.slow
 def test_cooperative_joins_are_incremental_and_a_leave_and_a_kill_recover(cooperative) -> None:
     start, servers = cooperative
     driver, env = start("cooperative", "processes")
@@ -298,6 +299,7 @@ def test_cooperative_joins_are_incremental_and_a_leave_and_a_kill_recover(cooper
     assert not [pid for pid in pids(env) if alive(pid)]
 
 
+@pytest.mark.slow
 def test_cooperative_thread_members_consume_and_stop_cleanly(cooperative) -> None:
     start, servers = cooperative
     driver, env = start("cooperative", "threads")
@@ -321,6 +323,7 @@ def test_cooperative_thread_members_consume_and_stop_cleanly(cooperative) -> Non
     assert last["kind"] == "revoked" and last["remaining"] == []
 
 
+@pytest.mark.slow
 def test_a_consumer_protocol_member_on_a_zookeeper_mode_broker_fails_in_one_line(tmp_path: Path, cooperative) -> None:
     # Kafka 3.9 in ZooKeeper mode has no ConsumerGroupHeartbeat: the member must say so and stop, not poll forever
     # (librdkafka alone would look for a coordinator again and again).
@@ -390,6 +393,7 @@ def broker_session_s(broker: KRaftBroker) -> float:
     return int(broker.properties()["group.consumer.session.timeout.ms"]) / 1000
 
 
+@pytest.mark.slow
 def test_consumer_protocol_joins_are_incremental_and_a_leave_and_a_kill_recover(consumer_protocol,
                                                                                 kraft_broker) -> None:
     start, servers = consumer_protocol
@@ -419,6 +423,7 @@ def test_consumer_protocol_joins_are_incremental_and_a_leave_and_a_kill_recover(
     assert not [pid for pid in pids(env) if alive(pid)]
 
 
+@pytest.mark.slow
 def test_cooperative_on_kafka_4_joins_are_incremental_too(consumer_protocol) -> None:
     # The lab runs the cooperative design on the KRaft broker (designs.broker_kind): the classic protocol there.
     start, servers = consumer_protocol

@@ -6,9 +6,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from zkconsumer.event_log import read_json_lines
 from zkconsumer.lab.load import LoadProducer
 from zkconsumer.lab.trace import TraceWriter
+
+pytestmark = pytest.mark.slow
 
 
 def wait_until(condition, timeout: float, what: str) -> None:

@@ -22,6 +22,8 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/
 from analysis_builders import T0, RunBuilder
 from spark_oracle.migrate_tables import migrate_tables
 
+pytestmark = pytest.mark.slow
+
 
 def build_migrate(root: Path) -> RunBuilder:
     """ZooKeeper members m0 and m1 on topic t (partitions 0 and 1), replaced by m0-c at 5 s (step 0) and m1-c at

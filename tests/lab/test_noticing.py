@@ -124,6 +124,7 @@ def test_only_wire_records_of_a_notice_count():
     assert notice_member({"type": "member_event", "member": "m2", "kind": "rebalance_begin"}) is None
 
 
+@pytest.mark.slow
 def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
     """The Spark oracle's noticing_s and rebalancing_s (tests/analysis/spark_oracle/notice_split.py) on the same
     hand-made records as the summary: the two readings of zkconsumer/lab/noticing.py must agree, change by change
@@ -170,6 +171,7 @@ def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
     assert summary.stable_split == (pytest.approx(0.95), pytest.approx(0.25))
 
 
+@pytest.mark.slow
 def test_spark_per_run_split_takes_the_earliest_of_tied_longest_changes(spark):
     """Eight changes stable after the same 1.0 s: the run's split is the first change's, as the summary's max()
     over its stable records in order picks it (max_by alone keeps whichever tied row it meets first: here, with

@@ -9,8 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from zkconsumer.lab.host_process import HostProcess
 from zkconsumer.lab.zk_member import SessionChannel, session_message
+
+pytestmark = pytest.mark.slow
 
 MEMBER = """
 from zkconsumer.lab.zk_member import _control_channel

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from zkconsumer.event_log import JsonLinesWriter, LineErrors, read_json_lines
 from zkconsumer.lab.driver import TraceTail
 from zkconsumer.lab.lesson.replay import load_records
@@ -40,6 +42,7 @@ def killed_mid_line(path: Path) -> None:
     assert not path.read_bytes().endswith(b"\n")  # the file ends in the torn line
 
 
+@pytest.mark.slow
 def test_a_restarted_writer_never_glues_its_first_record_to_a_torn_line(tmp_path: Path) -> None:
     path = tmp_path / "m1.jsonl"
     killed_mid_line(path)
@@ -74,6 +77,7 @@ def test_a_writer_on_a_file_that_ends_cleanly_adds_nothing(tmp_path: Path) -> No
     assert [r["state"] for r in read_json_lines(path, errors)] == ["owning", "joining"] and errors.count == 0
 
 
+@pytest.mark.slow
 def test_every_reader_of_a_run_counts_the_torn_line(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path / "run", scenario="torn", case="torn-r0", design="zk",
                               scenario_definition={"group": {"members": 1}})

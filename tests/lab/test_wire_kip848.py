@@ -364,6 +364,7 @@ def describe(port: int, group: str, version: int, correlation_id: int) -> codec.
     return codec.decode_consumer_group_describe_response(payload, version)
 
 
+@pytest.mark.slow
 def test_consumer_protocol_members_through_the_proxy(kraft4: tuple[KRaftBroker, int]) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic

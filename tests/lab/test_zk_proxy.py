@@ -66,6 +66,7 @@ def find(proxy: ZkProxy, **fields: object) -> list[ZkRecord]:
     return proxy.sink.where(**fields)
 
 
+@pytest.mark.slow
 def test_handshake_records_the_session_the_client_got(proxy: ZkProxy, member) -> None:
     m = member("m1", timeout=10.0)
     (reply,) = wait_for(lambda: find(proxy, kind="connect_reply"), message="connect_reply record")
@@ -77,6 +78,7 @@ def test_handshake_records_the_session_the_client_got(proxy: ZkProxy, member) ->
     assert all(r.session_id == m.session_id and r.conn == connect.conn for r in requests)
 
 
+@pytest.mark.slow
 def test_pings_are_recorded_with_their_replies(proxy: ZkProxy, member) -> None:
     member("m1", timeout=4.0)  # the server's minimum (2 x tickTime): kazoo pings about every 1.3 s when idle
     wait_for(lambda: find(proxy, kind="ping_reply"), timeout=6.0, message="a ping reply")
@@ -87,6 +89,7 @@ def test_pings_are_recorded_with_their_replies(proxy: ZkProxy, member) -> None:
     assert proxy.counters("m1")["requests"]["ping"] >= 1
 
 
+@pytest.mark.slow
 def test_watch_notification_from_a_change_made_elsewhere(proxy: ZkProxy, member, zk: ZkProbe, chroot: str) -> None:
     zk.create("/w", b"1")
     m = member("m1")
@@ -101,6 +104,7 @@ def test_watch_notification_from_a_change_made_elsewhere(proxy: ZkProxy, member,
     assert proxy.counters("m1")["events"] == {"NodeDataChanged": 1}
 
 
+@pytest.mark.slow
 def test_missing_node_gives_a_no_node_reply(proxy: ZkProxy, member, chroot: str) -> None:
     m = member("m1")
     with pytest.raises(NoNodeError):
@@ -110,6 +114,7 @@ def test_missing_node_gives_a_no_node_reply(proxy: ZkProxy, member, chroot: str)
     assert proxy.counters("m1")["errors"] == {-101: 1}
 
 
+@pytest.mark.slow
 def test_big_reply_and_pipelined_requests_decode_with_their_xids(proxy: ZkProxy, member, zk: ZkProbe,
                                                                 chroot: str) -> None:
     zk.create("/big", b"x" * 900_000)
@@ -137,6 +142,7 @@ def test_big_reply_and_pipelined_requests_decode_with_their_xids(proxy: ZkProxy,
     assert not find(proxy, kind="undecodable")
 
 
+@pytest.mark.slow
 def test_delay_applies_to_requests_on_that_link(proxy: ZkProxy, member) -> None:
     m = member("m1")
     other = member("m2")
@@ -154,6 +160,7 @@ def test_delay_applies_to_requests_on_that_link(proxy: ZkProxy, member) -> None:
     assert latency["m2"] < 400
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [RESET, BLACKHOLE])
 def test_cut_suspends_and_restore_resumes_the_same_session(proxy: ZkProxy, member, mode: str) -> None:
     # 6 s session: kazoo notices a silent link after 2/3 of it, leaving 2 s to resume before the server expires it.
@@ -174,6 +181,7 @@ def test_cut_suspends_and_restore_resumes_the_same_session(proxy: ZkProxy, membe
     assert find(proxy, kind="connect_reply")[-1].session_id == session
 
 
+@pytest.mark.slow
 def test_undecodable_bytes_are_still_forwarded(proxy: ZkProxy) -> None:
     port = proxy.add_link("raw")
     with socket.create_connection(("127.0.0.1", port), timeout=CALL_TIMEOUT) as sock:
@@ -187,6 +195,7 @@ def test_undecodable_bytes_are_still_forwarded(proxy: ZkProxy) -> None:
     assert record.link == "raw" and "c2s" in record.detail
 
 
+@pytest.mark.slow
 def test_stop_closes_the_port_and_joins_every_thread(zk_server: ZooKeeperEnsemble, chroot: str) -> None:
     name = unique("zkstop")
     proxy = ZkProxy(zk_server.connect_string, name=name).start()
@@ -206,6 +215,7 @@ def test_stop_closes_the_port_and_joins_every_thread(zk_server: ZooKeeperEnsembl
         proxy.stop()
 
 
+@pytest.mark.slow
 def test_mntr_once_and_sampled(zk_server: ZooKeeperEnsemble) -> None:
     port = zk_server.nodes[0].client_port
     sample = mntr("127.0.0.1", port)
@@ -218,6 +228,7 @@ def test_mntr_once_and_sampled(zk_server: ZooKeeperEnsemble) -> None:
     assert samples[0]["ts"] < samples[-1]["ts"] and sampler.errors == 0
 
 
+@pytest.mark.slow
 def test_the_proxy_counts_what_the_server_counts(tmp_path) -> None:
     """The proxy's frames against ZooKeeper's own `mntr` packet counters, exactly, on a server nobody else uses:
     every request, ping and the handshake it saw reach the server, every reply, notification and handshake

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import ZkProbe, unique, wait_for
 
 from rebalance.subscription import Registration
@@ -15,6 +16,8 @@ from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.lab.zk_driver import ZkDriver
 from zkconsumer.zookeeper import codecs, layout
+
+pytestmark = pytest.mark.slow
 
 SCENARIO = """
 name = "stable-check"

@@ -36,6 +36,7 @@ def test_both_designs_move_the_same_partitions(n, churn):
     assert row["zk_partitions_moved"] == row["coord_partitions_moved"] > 0
 
 
+@pytest.mark.slow
 def test_a_tiny_spark_sweep_returns_one_row_per_combination(spark):
     params = {"members": [1, 3], "churn": ["join", "leave"], "latency_scale": [1.0, 2.0]}
     rows = sweep(params, spark).collect()
@@ -75,6 +76,7 @@ def test_shared_tasks_deal_every_point_once_and_balance_by_group_size():
         sweep([SweepPoint(members=1)], None, tasks=0)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_sweep_in_shared_tasks_gives_the_rows_of_a_task_per_point(spark):
     params = {"members": [1, 2, 3], "seed": [0, 1]}
     measured = set(TASK_MEASURES)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from helpers import wait_for
 
 from zkconsumer.watch.live import GroupWatcher
 from zkconsumer.zookeeper.client import ZkClient
+
+pytestmark = pytest.mark.slow
 
 REGISTRATION = b'{"version":1,"subscription":{"clicks":1},"pattern":"static","timestamp":"1700000000000"}'
 

@@ -7,8 +7,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 from helpers import wait_for
 from kafka import KafkaProducer
+
+pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "zkconsumer"]
 # A topic name of its own: the Kafka broker is shared by the whole test session.

@@ -28,12 +28,115 @@ from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
+pytest_plugins = ["pytester"]  # tests/test_tiers.py runs tiny suites in this process
+
 logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 # A skip whose reason starts with this names a tool the test drives as a person would (tmux, Chromium, ...).
 # Locally it may be missing; in CI (.ci/run installs them) such a skip is a failure, so a missing install step
 # cannot pass as a green run.
 MISSING_TOOL = "missing tool: "
+
+
+# The tiers (docs/testing.md, "Tiers"). A test is `slow` when it starts a child process, directly or through a
+# fixture: a ZooKeeper server, a Kafka broker, any other JVM (Spark, the original consumer), a lab run, member
+# processes, a CLI command in a child Python, tmux, Chromium. `ensemble` tests need three ZooKeeper servers of their
+# own (and are `slow` too); `interop` tests run against the original 0.8.2.2 consumer. What is left, `make check`
+# (-m "not slow and not ensemble and not interop"), runs in the pytest process alone.
+#
+# The fixtures that start such a process, defined once, with the markers a test that uses one needs. Collection
+# fails for a test without them (pytest_collection_modifyitems below); item.fixturenames holds the fixtures a
+# fixture uses too, so `zk`, `cluster` or `members` are caught through `zk_server` and `kafka`. Names, not
+# definitions: a module's own fixture of a listed name counts the same. A fixture asked for by name at run time
+# (request.getfixturevalue) is not in fixturenames: pytest_fixture_setup below fails its test when it starts. A
+# test that starts a process itself (a `subprocess.run`, `LabSession(...).run()`) is marked by hand.
+EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
+    # tests/conftest.py
+    "session_lifeline": ("slow",),  # the watchdog process of the servers below
+    "zk_server": ("slow",),  # the session's ZooKeeper server
+    "kafka": ("slow",),  # the session's Apache Kafka broker
+    "ensemble": ("slow", "ensemble"),  # three ZooKeeper servers of the test's own
+    "spark": ("slow",),  # the SparkSession, a JVM; tests/analysis/conftest.py's fixtures go through it
+    # tests/lab/conftest.py
+    "proxied_kafka": ("slow",),  # a second broker, behind the counting proxy
+    "lab_servers": ("slow",),  # the lab's servers and proxies
+    # tests/interop/conftest.py
+    "originals": ("slow",),  # original 0.8.2.2 members, a JVM each
+    # fixtures of one test module
+    "cluster": ("slow",),  # tests/chaos/test_chaos_cluster.py: 3 ZooKeeper servers and 3 brokers
+    "tls_cluster": ("slow",),  # tests/test_zk_tls.py: `cluster up --tls`
+    "localhost_only_server": ("slow",),  # tests/test_zk_tls.py: a TLS ZooKeeper server
+    "need_server": ("slow",),  # tests/test_zk_tls.py: a TLS ZooKeeper server
+    "kraft": ("slow",),  # tests/test_kraft.py: a KRaft broker
+    "kraft4": ("slow",),  # tests/lab/test_wire_kip848.py: a KRaft broker
+    "kraft_broker": ("slow",),  # tests/lab/test_librdkafka_driver.py: a KRaft broker
+    "broker": ("slow",),  # tests/interop/test_java_consumer_kip848.py: a KRaft broker
+    "runs": ("slow",),  # tests/lab/test_java_lab_member.py: a lab run
+    "summaries": ("slow",),  # tests/lab/test_generations_run.py: a lab run
+    "lesson_run": ("slow",),  # tests/lesson/test_lesson_page.py: a lab run
+    "lesson": ("slow",),  # tests/lesson/test_lesson_generations.py: a lab run
+    "tmux": ("slow",),  # tests/watch/test_watch_tmux.py: a tmux server
+}
+
+# A marker that does for another: every `interop` test starts servers and original members, and `make check` leaves
+# the tier out by name. In tests/interop `slow` keeps its narrower meaning there: the full set only
+# (tests/interop/conftest.py), so `make test` still runs the fast interop tests.
+_SATISFIES: dict[str, tuple[str, ...]] = {"slow": ("slow", "interop")}
+
+# Modules whose markers are not written in them yet (they were being changed when the rule came in): their tests
+# get the missing markers here instead of failing collection. Write the marker in the module, then drop it here.
+_MARKED_HERE = frozenset({"tests/lab/test_coordinator_driver.py", "tests/watch/test_watch_tmux.py"})
+
+
+def _missing_markers(item: pytest.Item, fixtures: list[str]) -> list[str]:
+    have = {mark.name for mark in item.iter_markers()}
+    return sorted({marker for name in fixtures for marker in EXPENSIVE_FIXTURES.get(name, ())
+                   if not have.intersection(_SATISFIES.get(marker, (marker,)))})
+
+
+def _fix(missing: list[str]) -> str:
+    return "add " + " and ".join(f"pytest.mark.{marker}" for marker in missing)
+
+
+def unmarked_expensive(items: list[pytest.Item]) -> list[str]:
+    """One line per test that uses an expensive fixture without the marker it needs."""
+    problems = []
+    for item in items:
+        used = sorted(set(getattr(item, "fixturenames", ())) & EXPENSIVE_FIXTURES.keys())
+        missing = _missing_markers(item, used)
+        if missing and item.nodeid.split("::", 1)[0] in _MARKED_HERE:
+            for marker in missing:
+                item.add_marker(marker)
+        elif missing:
+            problems.append(f"  {item.nodeid}: uses {', '.join(used)}; {_fix(missing)}")
+    return problems
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: an unmarked test is one -m "not slow" would wrongly keep
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = unmarked_expensive(items)
+    if problems:
+        raise pytest.UsageError(
+            "tests that start a server or process without the marker saying so (docs/testing.md, \"Tiers\"); mark "
+            "the test, or the module (`pytestmark = pytest.mark.slow`) when all its tests need it:\n"
+            + "\n".join(problems))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> None:
+    """An expensive fixture asked for by name at run time, which collection could not see, fails its test before
+    it starts anything."""
+    item = getattr(request, "_pyfuncitem", None)
+    missing = _missing_markers(item, [fixturedef.argname]) if item is not None else []
+    if missing:
+        failure = pytest.fail.Exception(
+            f"{item.nodeid} starts {fixturedef.argname} (asked for by name) without the marker saying so "
+            f"(docs/testing.md, \"Tiers\"): {_fix(missing)}", pytrace=False)
+        # As pytest's own setup does with a failure, then torn down at once: a session fixture must not keep it
+        # for the marked tests that ask next.
+        fixturedef.cached_result = (None, fixturedef.cache_key(request), (failure, None))
+        fixturedef.finish(request)
+        raise failure
 
 
 @pytest.hookimpl(hookwrapper=True)

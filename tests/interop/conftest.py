@@ -1,13 +1,11 @@
 """Differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md).
 
-Every test here is marked `interop`. Those also marked `slow` (several original JVMs each, or many oracle runs)
-are skipped unless the run selects the marker explicitly (`make interop`, i.e. `pytest -m interop tests/interop`)
-or ZKCONSUMER_INTEROP_FULL=1 is set; the rest is the fast subset `make test` runs.
+Every test here is marked `interop`; those that start several original JVMs each, or many oracle runs, are also
+`slow`. `make test` (what CI runs) runs all of them; `make interop` runs this set alone.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,18 +13,6 @@ import pytest
 from interop_support import original_properties
 
 from zkconsumer.interop.original import OriginalMember
-
-_HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    full = "interop" in (config.option.markexpr or "") or os.environ.get("ZKCONSUMER_INTEROP_FULL") == "1"
-    if full:
-        return
-    skip = pytest.mark.skip(reason="part of the full interop set: make interop (pytest -m interop tests/interop)")
-    for item in items:  # this hook sees the whole session's items: touch only ours
-        if _HERE in item.path.parents and item.get_closest_marker("slow"):
-            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo lesson test lint bench bench-lab clean java jvm mutate mutate-report interop chaos-smoke
+.PHONY: demo lesson test check lint bench bench-lab clean java jvm mutate mutate-report interop chaos-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ lint: $(STAMP)
 
 test: jvm lint
 	$(PY) -m pytest -q
+
+# The quick loop (docs/testing.md, "Tiers"): ruff and the tests that start no server or other process, no Java needed;
+# under a minute on two cores. `make test` runs everything, as CI does.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not slow and not ensemble and not interop"
 
 # The differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md): all of tests/interop,
 # including the slow ones `make test` skips. Needs a JDK: javac compiles the driver into the JVM cache on first use.

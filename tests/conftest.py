@@ -40,9 +40,10 @@ MISSING_TOOL = "missing tool: "
 
 # The tiers (docs/testing.md, "Tiers"). A test is `slow` when it starts a child process, directly or through a
 # fixture: a ZooKeeper server, a Kafka broker, any other JVM (Spark, the original consumer), a lab run, member
-# processes, a CLI command in a child Python, tmux, Chromium. `ensemble` tests need three ZooKeeper servers of their
-# own (and are `slow` too); `interop` tests run against the original 0.8.2.2 consumer. What is left, `make check`
-# (-m "not slow and not ensemble and not interop"), runs in the pytest process alone.
+# processes, a CLI command in a child Python, tmux, Chromium. The product's own quick probes (`java -version`,
+# `git rev-parse`) do not count. `ensemble` tests need three ZooKeeper servers of their own (and are `slow` too);
+# `interop` tests run against the original 0.8.2.2 consumer. What is left, `make check` (-m "not slow and not
+# ensemble and not interop"), runs in the pytest process alone.
 #
 # The fixtures that start such a process, defined once, with the markers a test that uses one needs. Collection
 # fails for a test without them (pytest_collection_modifyitems below); item.fixturenames holds the fixtures a
@@ -83,9 +84,16 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
 # (tests/interop/conftest.py), so `make test` still runs the fast interop tests.
 _SATISFIES: dict[str, tuple[str, ...]] = {"slow": ("slow", "interop")}
 
-# Modules whose markers are not written in them yet (they were being changed when the rule came in): their tests
-# get the missing markers here instead of failing collection. Write the marker in the module, then drop it here.
-_MARKED_HERE = frozenset({"tests/lab/test_coordinator_driver.py", "tests/watch/test_watch_tmux.py"})
+# Tests whose markers are not written in their modules yet (those were being changed when the rule came in), marked
+# here instead. A module's path: its tests get the markers their fixtures need instead of failing collection. A
+# test's node id: the markers named, for a test that starts a process itself. Write the marker in the module, then
+# drop its entry here.
+_MARKED_HERE: dict[str, tuple[str, ...]] = {
+    "tests/lab/test_coordinator_driver.py": (),
+    "tests/watch/test_watch_tmux.py": (),
+    "tests/lab/test_member_stop.py::test_a_stop_signal_while_the_main_thread_holds_the_stop_lock_does_not_deadlock":
+        ("slow",),  # a member process
+}
 
 
 def _missing_markers(item: pytest.Item, fixtures: list[str]) -> list[str]:
@@ -102,6 +110,8 @@ def unmarked_expensive(items: list[pytest.Item]) -> list[str]:
     """One line per test that uses an expensive fixture without the marker it needs."""
     problems = []
     for item in items:
+        for marker in _MARKED_HERE.get(item.nodeid, ()):
+            item.add_marker(marker)
         used = sorted(set(getattr(item, "fixturenames", ())) & EXPENSIVE_FIXTURES.keys())
         missing = _missing_markers(item, used)
         if missing and item.nodeid.split("::", 1)[0] in _MARKED_HERE:

@@ -80,8 +80,8 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
 }
 
 # A marker that does for another: every `interop` test starts servers and original members, and `make check` leaves
-# the tier out by name. In tests/interop `slow` keeps its narrower meaning there: the full set only
-# (tests/interop/conftest.py), so `make test` still runs the fast interop tests.
+# the tier out by name. In tests/interop `slow` marks the heavier tests only (several original JVMs each, or many
+# oracle runs: docs/interop.md).
 _SATISFIES: dict[str, tuple[str, ...]] = {"slow": ("slow", "interop")}
 
 # Tests whose markers are not written in their modules yet (those were being changed when the rule came in), marked

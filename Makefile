@@ -46,8 +46,8 @@ check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow and not ensemble and not interop"
 
-# The differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md): all of tests/interop,
-# including the slow ones `make test` skips. Needs a JDK: javac compiles the driver into the JVM cache on first use.
+# The differential tests against the original Kafka 0.8.2.2 consumer (docs/interop.md): all of tests/interop, alone
+# (`make test` runs them too). Needs a JDK: javac compiles the driver into the JVM cache on first use.
 interop: jvm
 	$(PY) -m pytest -q -m interop tests/interop
 

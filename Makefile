@@ -37,8 +37,10 @@ lesson: jvm
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# Each test's time goes to .zkconsumer/test-report.xml: `benchmarks/suite_durations.py` makes docs/testing.md's
+# per-file table from it.
 test: jvm lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --junitxml=.zkconsumer/test-report.xml
 
 # The quick loop (docs/testing.md, "Tiers"): ruff and the tests that start no server or other process, no Java needed;
 # under a minute on two cores. `make test` runs everything, as CI does.

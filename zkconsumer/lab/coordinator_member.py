@@ -10,9 +10,18 @@ lost, from its rebalance listener), an `assignment` record after each assignment
 
 kafka-python 3.0.12 loses a JoinGroup/SyncGroup that completes while no `poll()` is waiting for it (the next
 poll sends a new JoinGroup, which costs the whole group another rebalance), so the member never polls with a
-short timeout: it long-polls, and a stop request closes the consumer from a second thread, which ends the
-poll. A stop that arrives mid-rebalance waits (bounded) for that rebalance to finish first, because a close
-during a pending JoinGroup makes the client send a new JoinGroup after its LeaveGroup.
+short timeout: it long-polls, and a stop request wakes that poll instead (`_wake`).
+
+The consumer is used by its poll thread alone, the close included. A stop used to close it from a second thread
+while the poll thread was still inside `poll()`, and the two raced whenever the stop met a rejoin (one the
+member's heartbeat had just asked for, or a JoinGroup in flight): the poll's join loop
+(BaseCoordinator.join_group_async) went on with its JoinGroup/SyncGroup, or answered the UNKNOWN_MEMBER_ID that the
+close's LeaveGroup earned its pending JoinGroup with a fresh JoinGroup (maybe_leave_group_async ends in
+reset_generation, which sets rejoin_needed), so group requests followed the LeaveGroup. A member id joined that
+way never leaves: the coordinator waits for it, up to a session timeout, before the rest of the group settles,
+and the member's poll goes on taking part in generations after it was asked to stop.
+Now the wake only ends the poll after its current round (a join in progress completes first, so a stop
+mid-rebalance still waits for that rebalance), and the poll thread closes the consumer, with nothing polling.
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ from kafka import KafkaConsumer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.structs import MemberState
 
 from zkconsumer.lab.member_process import JsonSettings, run_member
 from zkconsumer.lab.trace import TraceWriter
@@ -77,12 +85,12 @@ class CoordinatorMemberSettings(JsonSettings):
     @property
     def poll_timeout_ms(self) -> int:
         # Longer than any join can take (the JoinGroup request timeout is max_poll_interval_ms + 5 s), so a join
-        # that a poll starts always completes inside that poll; a stop ends the poll by closing the consumer.
+        # that a poll starts always completes inside that poll; a stop wakes the poll (CoordinatorMember._wake).
         return self.max_poll_interval_ms + 10_000
 
     @property
     def settle_bound_s(self) -> float:
-        """How long a stop waits for a rebalance in progress before closing anyway."""
+        """How long a stop waits for the woken poll (a rebalance in progress) before closing from the stop thread."""
         return min(self.max_poll_interval_ms, self.session_timeout_ms + 3000) / 1000
 
 
@@ -164,7 +172,8 @@ class _Listener(ConsumerRebalanceListener):
 
 
 class CoordinatorMember:
-    """A consumer plus two threads: `-poll` (the long poll) and `-aux` (flushes batches, performs the stop)."""
+    """A consumer plus two threads: `-poll` (the long poll, and the close) and `-aux` (flushes batches, bounds the
+    stop)."""
 
     def __init__(self, settings: CoordinatorMemberSettings, trace: TraceWriter) -> None:
         self.settings = settings
@@ -175,10 +184,10 @@ class CoordinatorMember:
         self.partitions: list[str] = []
         self._batches = _Batches(trace, settings.name)
         self._stop = threading.Event()
-        self._polling_done = threading.Event()
-        self._lock = threading.Lock()
+        self._polling_done = threading.Event()  # the poll loop has ended (the close follows on that thread)
+        self._lock = threading.Lock()  # _consumer, _closing, and the consumer's wake flag
         self._consumer: KafkaConsumer | None = None
-        self._closing = False
+        self._closing = False  # someone has begun to close the consumer: nobody wakes it, nobody closes it again
         self._threads = [threading.Thread(target=self._poll_loop, name=f"lab-{self.name}-poll", daemon=True),
                          threading.Thread(target=self._aux_loop, name=f"lab-{self.name}-aux", daemon=True)]
 
@@ -191,6 +200,7 @@ class CoordinatorMember:
     def request_stop(self) -> None:
         """Ask for a graceful leave; returns at once (`join` waits for it)."""
         self._stop.set()
+        self._wake()
 
     def join(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -211,26 +221,38 @@ class CoordinatorMember:
     def threads(self) -> list[threading.Thread]:
         return list(self._threads)
 
+    def _wake(self) -> None:
+        """End the poll in progress after its current round, without touching the consumer's state.
+
+        kafka-python 3.0.12 has no `KafkaConsumer.wakeup()`; its `poll()` runs `_poll_once` rounds `while not
+        self._closed` (kafka/consumer/group.py, `poll`) and returns {} once that flag is set, after the round in
+        progress: a fetch wait (at most fetch_max_wait_ms, or the time to the next heartbeat), or a join, which
+        `_poll_once` awaits to its end (ConsumerCoordinator.poll -> ensure_active_group). Setting the flag is all
+        `close()` does before its own work (group.py, `close`); the poll thread clears it again under `_lock` and
+        then calls the real `close()` (`_close`)."""
+        with self._lock:
+            if self._consumer is not None and not self._closing:
+                self._consumer._closed = True
+
     # --- the two threads ---------------------------------------------------------------------------------
 
     def _poll_loop(self) -> None:
         stage = "bootstrap"  # KafkaConsumer() reaches a broker and asks its API versions before it returns
+        consumer: KafkaConsumer | None = None
         try:
             consumer = KafkaConsumer(**self.settings.consumer_config())
             stage = "poll"
             with self._lock:
-                if self._closing:  # stopped while connecting
-                    consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
-                    return
                 self._consumer = consumer
-            consumer.subscribe(topics=list(self.settings.topics), listener=_Listener(self))
-            log.info("lab member %s: subscribed to %s in group %s", self.name, self.settings.topics,
-                     self.settings.group)
+            if not self._stop.is_set():  # not stopped while connecting
+                consumer.subscribe(topics=list(self.settings.topics), listener=_Listener(self))
+                log.info("lab member %s: subscribed to %s in group %s", self.name, self.settings.topics,
+                         self.settings.group)
             while not self._stop.is_set():
                 try:
                     batches = consumer.poll(timeout_ms=self.settings.poll_timeout_ms)
                 except Exception as exc:
-                    if self._stop.is_set():  # the close on the aux thread ended this poll
+                    if self._stop.is_set():  # woken before the poll began (IllegalStateError), or a late error
                         break
                     log.warning("lab member %s: poll failed (%s: %s); polling again", self.name,
                                 type(exc).__name__, exc)
@@ -251,13 +273,26 @@ class CoordinatorMember:
         finally:
             self._polling_done.set()
             self._stop.set()
+            try:
+                if consumer is not None:
+                    self._close(consumer)  # here, with no poll running: nothing can send a JoinGroup after it
+            except BaseException as exc:
+                self.error = self.error or exc
+                log.exception("lab member %s: close failed", self.name)
 
     def _aux_loop(self) -> None:
         try:
             while not self._stop.wait(FLUSH_S):
                 self._batches.flush()
-            self._await_settled()
-            self._close()
+            # The woken poll ends after its round; a round that waits in a join ends with the join, which a group
+            # that lost a member completes within a session timeout. Beyond that bound the member closes from here,
+            # as it did for every stop before: a late leave rather than none.
+            if not self._polling_done.wait(self.settings.settle_bound_s):
+                consumer = self._consumer
+                log.warning("lab member %s: still polling %.0f s after the stop (a rebalance that does not end): "
+                            "closing it from the stop thread", self.name, self.settings.settle_bound_s)
+                if consumer is not None:
+                    self._close(consumer)
             self._polling_done.wait(CLOSE_TIMEOUT_MS / 1000 + 5)
         except BaseException as exc:
             self.error = self.error or exc
@@ -266,33 +301,22 @@ class CoordinatorMember:
             self._batches.flush()
             log.info("lab member %s: stopped", self.name)
 
-    def _await_settled(self) -> None:
-        """Wait until no rebalance is in flight (or the poll loop ended, or the bound passed)."""
-        deadline = time.monotonic() + self.settings.settle_bound_s
-        waited = False
-        while not self._polling_done.is_set() and time.monotonic() < deadline:
-            consumer = self._consumer
-            if consumer is None or consumer.group_metadata().state == MemberState.STABLE:
-                break
-            waited = True
-            time.sleep(0.02)
-        if waited:
-            log.info("lab member %s: leaving after the rebalance in progress", self.name)
-
-    def _close(self) -> None:
+    def _close(self, consumer: KafkaConsumer) -> None:
+        """Close once (LeaveGroup), from whichever thread gets here first; bounded by CLOSE_TIMEOUT_MS."""
         with self._lock:
+            if self._closing:
+                return
             self._closing = True
-            consumer = self._consumer
-        if consumer is not None:
-            log.info("lab member %s: closing (LeaveGroup)", self.name)
+            consumer._closed = False  # the wake's flag (`_wake`): close() returns at once while it is set
             # kafka-python sends LeaveGroup only for a member with an id that is not UNJOINED
             # (BaseCoordinator.maybe_leave_group_async): what the member was when it closed, for whoever checks.
             before = consumer.group_metadata()
-            began = time.monotonic()
-            consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
-            self.trace.write("member_event", member=self.name, kind="closed", member_id=before.member_id,
-                             group_state=before.state, generation=before.generation_id,
-                             duration_s=round(time.monotonic() - began, 3))
+        log.info("lab member %s: closing (LeaveGroup)", self.name)
+        began = time.monotonic()
+        consumer.close(timeout_ms=CLOSE_TIMEOUT_MS)
+        self.trace.write("member_event", member=self.name, kind="closed", member_id=before.member_id,
+                         group_state=before.state, generation=before.generation_id,
+                         duration_s=round(time.monotonic() - began, 3))
 
     # --- rebalance listener (the consumer's IO thread) -----------------------------------------------------
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,6 +112,7 @@ def view_proxy(zk_server) -> Iterator[tuple[ZkProxy, RecordCollector]]:
     with ZkProxy(zk_server.connect_string, sink=records, name=unique("zkw")) as proxy:
         proxy.add_link("view")
         yield proxy, records
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(proxy.name)]
 
 
 def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server, members, tmux, tmp_path,

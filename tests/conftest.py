@@ -84,18 +84,6 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
 # oracle runs: docs/interop.md).
 _SATISFIES: dict[str, tuple[str, ...]] = {"slow": ("slow", "interop")}
 
-# Tests whose markers are not written in their modules yet (those were being changed when the rule came in), marked
-# here instead. A module's path: its tests get the markers their fixtures need instead of failing collection. A
-# test's node id: the markers named, for a test that starts a process itself. Write the marker in the module, then
-# drop its entry here.
-_MARKED_HERE: dict[str, tuple[str, ...]] = {
-    "tests/lab/test_coordinator_driver.py": (),
-    "tests/watch/test_watch_tmux.py": (),
-    "tests/lab/test_member_stop.py::test_a_stop_signal_while_the_main_thread_holds_the_stop_lock_does_not_deadlock":
-        ("slow",),  # a member process
-}
-
-
 def _missing_markers(item: pytest.Item, fixtures: list[str]) -> list[str]:
     have = {mark.name for mark in item.iter_markers()}
     return sorted({marker for name in fixtures for marker in EXPENSIVE_FIXTURES.get(name, ())
@@ -110,14 +98,9 @@ def unmarked_expensive(items: list[pytest.Item]) -> list[str]:
     """One line per test that uses an expensive fixture without the marker it needs."""
     problems = []
     for item in items:
-        for marker in _MARKED_HERE.get(item.nodeid, ()):
-            item.add_marker(marker)
         used = sorted(set(getattr(item, "fixturenames", ())) & EXPENSIVE_FIXTURES.keys())
         missing = _missing_markers(item, used)
-        if missing and item.nodeid.split("::", 1)[0] in _MARKED_HERE:
-            for marker in missing:
-                item.add_marker(marker)
-        elif missing:
+        if missing:
             problems.append(f"  {item.nodeid}: uses {', '.join(used)}; {_fix(missing)}")
     return problems
 

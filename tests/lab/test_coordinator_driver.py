@@ -179,6 +179,7 @@ def test_expire_is_refused_with_a_reason(tmp_path: Path) -> None:
 # --- against Apache Kafka -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_process_members_through_join_pause_kill_and_leave(driver_for, proxy: KafkaProxy) -> None:
     driver, env = driver_for("processes")
     driver.join("m0")
@@ -229,6 +230,7 @@ def test_process_members_through_join_pause_kill_and_leave(driver_for, proxy: Ka
     assert group_counts(proxy, "m2")["LeaveGroup"] == 1
 
 
+@pytest.mark.slow
 def test_thread_members_consume_everything_and_stop_cleanly(driver_for, proxy: KafkaProxy, proxied_kafka) -> None:
     driver, env = driver_for("threads")
     (topic,) = env.topics

@@ -116,6 +116,7 @@ sys.exit(0 if stopping.wait(1.0) else 3)
 """
 
 
+@pytest.mark.slow  # a child Python
 def test_a_stop_signal_while_the_main_thread_holds_the_stop_lock_does_not_deadlock() -> None:
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

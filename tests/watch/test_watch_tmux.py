@@ -26,8 +26,9 @@ from helpers import unique, wait_for
 from zkconsumer.embedded.process import four_letter_word
 from zkconsumer.lab.wire import RecordCollector, ZkProxy
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
-                                reason="missing tool: tmux (this test drives the view in a real terminal)")
+pytestmark = [pytest.mark.slow,  # tmux, and the view in a process of its own
+              pytest.mark.skipif(shutil.which("tmux") is None,
+                                 reason="missing tool: tmux (this test drives the view in a real terminal)")]
 
 TOPIC = "watch-live-events"
 GROUP = "live"

@@ -20,11 +20,13 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.analysis.predictions import PREDICTED_DESIGNS, SEEDS, STABLE, Key, run_key
+from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 Tables = dict[str, tuple[float, ...]]
+HEARTBEATS = ("Heartbeat", GROUP_HEARTBEAT_API)
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,20 @@ def simulate(task: tuple[str, Key, int, Tables]) -> tuple[str, Key, int, float |
         return design, key, seed, simulate_zk(ZkSimConfig(members=members, partitions=partitions, seed=seed,
                                                           latency=LatencyModel(tables=tables))).time_to_stable_s
     model = NEWER_MODELS.get(design, simulate_coordinator)
+    # An API the design's runs have no round trip of is drawn from its heartbeat's (classic or KIP-848: a
+    # consumer-protocol run has no classic Heartbeat to fall back on)
     config = CoordinatorSimConfig(members=members, partitions=partitions, seed=seed,
-                                  latency=replace(kafka_latency(), tables=tables),
+                                  latency=replace(kafka_latency(), tables=tables, fallback=heartbeat_api(tables)),
                                   **broker_settings(heartbeat, session))
     return design, key, seed, model(config).time_to_stable_s
+
+
+def heartbeat_api(tables: Tables) -> str:
+    """The heartbeat a design's fitted tables hold: the classic protocol's, else the consumer protocol's."""
+    found = next((api for api in HEARTBEATS if api in tables), None)
+    if found is None:
+        raise ValueError(f"tables of {', '.join(sorted(tables)) or 'no API'} hold no heartbeat round trip")
+    return found
 
 
 def predict_held_out(spark: SparkSession, runs: list[dict[str, Any]]
@@ -81,7 +93,10 @@ def predict_held_out(spark: SparkSession, runs: list[dict[str, Any]]
     if not holdout.held_out or not holdout.calibration:
         return None
     tables = fit(holdout.calibration)
-    wanted = sorted({(r["design"], run_key(r)) for r in holdout.held_out if tables[r["design"]]}, key=repr)
+    # a broker-side design's tables need a heartbeat's round trips (`heartbeat_api`); the ZooKeeper design's none
+    usable = {design for design, found in tables.items()
+              if found and (design == "zk" or any(api in found for api in HEARTBEATS))}
+    wanted = sorted({(r["design"], run_key(r)) for r in holdout.held_out if r["design"] in usable}, key=repr)
     if not wanted:
         return None
     tasks = [(design, key, s, tables[design]) for design, key in wanted for s in SEEDS]

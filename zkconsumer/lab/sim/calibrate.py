@@ -35,7 +35,10 @@ from zkconsumer.lab.trace import read_traces
 # (GroupCoordinator.doSyncGroup): of SyncGroup responses read within this window of one another, only the one
 # whose request came last (the one that released them) was answered at once.
 _RELEASED_TOGETHER_S = 0.005
-_IMMEDIATE_APIS = ("FindCoordinator", "Heartbeat", "LeaveGroup", "OffsetCommit", "JoinGroup", "SyncGroup")
+# The consumer protocol's ConsumerGroupHeartbeat is answered at once too: KIP-848's coordinator never holds one
+# (GroupMetadataManager.consumerGroupHeartbeat answers with whatever the member may have now).
+_IMMEDIATE_APIS = ("FindCoordinator", "Heartbeat", "LeaveGroup", "OffsetCommit", "JoinGroup", "SyncGroup",
+                   "ConsumerGroupHeartbeat")
 
 
 def run_dirs(roots: Iterable[Path]) -> Iterator[tuple[Path, dict[str, Any]]]:

@@ -99,8 +99,9 @@ class _Model:
             self.coordination += is_coordination_request(api, epoch, None if owned is None else len(owned))
             self.heartbeats += is_heartbeat(api, epoch, None if owned is None else len(owned))
             self.epoch_zero += api == GROUP_HEARTBEAT_API and epoch == JOIN_EPOCH
-        # ConsumerGroupHeartbeat is drawn from the classic Heartbeat's table (the lab's tables have no KIP-848
-        # round trips yet: kafka_latency's fallback), both being answered at once by the coordinator.
+        # ConsumerGroupHeartbeat is drawn from the classic Heartbeat's table in the packaged tables (they hold no
+        # KIP-848 round trips yet: kafka_latency's fallback), both being answered at once by the coordinator;
+        # tables fitted from consumer-protocol runs hold its own (zkconsumer/lab/analysis/calibration.py)
         up, down = member.sampler.split(api)
         self.sched.call_after(up, lambda: at_broker(down))
 

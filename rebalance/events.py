@@ -38,7 +38,8 @@ class EventKind(enum.StrEnum):
     REBALANCE_BEGIN = "rebalance_begin"  # rebalance (this member's count)
     REBALANCE_END = "rebalance_end"  # rebalance, result (ok | failed | stopped), attempts, duration_ms, error?
     ATTEMPT_BEGIN = "attempt_begin"  # rebalance, attempt
-    ATTEMPT_END = "attempt_end"  # rebalance, attempt, result (ok | conflict | no_brokers | stopped | error), ...
+    # rebalance, attempt, result (ok | conflict | no_brokers | stopped | error | view_changed: an opt-in mode), ...
+    ATTEMPT_END = "attempt_end"
     RELEASE = "release"  # topic, partition
     CLAIM = "claim"  # topic, partition, thread, ok, owner (the current owner's thread id on a conflict)
     ROLLBACK = "rollback"  # topic, partition: a claim of this attempt deleted after a conflict

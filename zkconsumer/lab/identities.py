@@ -99,3 +99,43 @@ def coordinator_join(incumbents: int, by_api: dict[str, int], generations: int) 
         Identity("FindCoordinator", 1, by_api.get("FindCoordinator", 0)),
         Identity("generations", 1, generations),
     ]
+
+
+@dataclass(frozen=True)
+class RequestIdentity(Identity):
+    """A ZooKeeper design's requests of one join against its closed form (docs/join-cost.md), with what connection
+    losses in the window sent again (reconnects.py). Without a loss it is the plain formula; with losses it reads
+    "formula F + re-sent R after N connection losses = measured M" and holds iff F + R = M, and only where the
+    wire's reconnections equal the members' connection losses (else the extra requests are not attributed)."""
+
+    formula: int = 0
+    resent: int = 0
+    losses: int = 0
+    reconnections: int = 0
+
+    @property
+    def attributed(self) -> bool:
+        """Whether the check names connection losses (any on the wire or in the events)."""
+        return bool(self.losses or self.reconnections or self.resent)
+
+    @property
+    def holds(self) -> bool:
+        return self.expected == self.observed and self.reconnections == self.losses
+
+    def __str__(self) -> str:
+        if not self.attributed:
+            return super().__str__()
+        sign = "=" if self.expected == self.observed else "≠"
+        text = (f"{self.name}: formula {self.formula} + re-sent {self.resent} after {self.losses} connection "
+                f"loss{'es' if self.losses != 1 else ''} {sign} measured {self.observed}")
+        if self.reconnections != self.losses:
+            text += f" (the wire saw {self.reconnections} reconnections: not attributed)"
+        return text
+
+
+def zk_join(formula: int, measured: int, resent: int = 0, losses: int = 0, reconnections: int = 0,
+            name: str = "ZooKeeper requests") -> RequestIdentity:
+    """The request identity of one join on a ZooKeeper design: `formula` the closed form (join_cost.py), `measured`
+    the wire's requests of the window, `resent`, `losses` and `reconnections` what reconnects.count found there."""
+    return RequestIdentity(name, formula + resent, measured, formula=formula, resent=resent, losses=losses,
+                           reconnections=reconnections)

@@ -5,7 +5,8 @@ lab is gone) stops gracefully (a leave), SIGKILL kills, and SIGSTOP pauses; or a
 (`MemberHost`, `python -m zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-
 only members (`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
 The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session id, each
-message it consumed as a `consume` record, and its ZooKeeper operation counters when it ends. The session's password,
+message it consumed as a `consume` record, each request its ZooKeeper client sent again after a failed send
+(`resent`: zkconsumer/lab/reconnects.py), and its ZooKeeper operation counters when it ends. The session's password,
 which the lab needs to force a real server-side expiry, goes to the driver over the member's control channel only
 (`SessionChannel`; a host's replies for its members), never into a trace or a log.
 """
@@ -115,6 +116,8 @@ class ZkMember:
         self.connector = ZookeeperConsumerConnector(settings.config(), zk_factory=zk_factory,
                                                     fetcher_factory=None if settings.fetch else NoFetchers)
         self.connector.add_event_listener(self._on_event)
+        if hasattr(self.connector.zk, "on_resend"):  # the real client's (the in-memory one never loses a connection)
+            self.connector.zk.on_resend(self._on_resend)
         self._write_session()
 
     def start(self) -> None:
@@ -160,6 +163,10 @@ class ZkMember:
         self.trace.write("member_event", ts=record.pop("time"), member=self.settings.name, **record)
         if event.kind == EventKind.SESSION_RENEWED:
             self._write_session()
+
+    def _on_resend(self, op: str, path: str, after: str) -> None:
+        # one request sent again after its send failed (a connection loss): the lab's `resent` kind (reconnects.py)
+        self.trace.write("member_event", member=self.settings.name, kind="resent", op=op, path=path, after=after)
 
     def _write_session(self) -> None:
         credentials = self.connector.zk.session_credentials

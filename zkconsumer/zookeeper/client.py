@@ -83,6 +83,8 @@ class ZkClient(ZkOperations):
         self._session_id: int | None = None
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._state_callbacks: list[Callable[[str], None]] = []
+        self._resend_callbacks: list[Callable[[str, str, str], None]] = []
+        self._resending = threading.local()  # the failure a batch's read or delete is being sent again after
         self.auth = auth
         self.tls = tls
         self._acl = auth.acl() if auth else None  # None: kazoo's OPEN_ACL_UNSAFE, the very requests of 0.8.2
@@ -221,6 +223,19 @@ class ZkClient(ZkOperations):
         (connection lost, session may survive) or "lost" (session expired or closed)."""
         self._state_callbacks.append(callback)
 
+    def on_resend(self, callback: Callable[[str, str, str], None]) -> None:
+        """Call `callback(op, path, after)` (must not block) just before a request is sent again because its earlier
+        send failed (`after`: the failure's name, ConnectionLoss after a dropped connection): what a connection loss
+        costs on the wire beyond the requests themselves (the lab's `resent` events, zkconsumer/lab/reconnects.py)."""
+        self._resend_callbacks.append(callback)
+
+    def _resent(self, op: str, path: str, after: str) -> None:
+        for callback in list(self._resend_callbacks):
+            try:
+                callback(op, path, after)
+            except Exception:
+                log.exception("%s: resend callback failed", self.log_id)
+
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: record and signal only, never block here.
         if state == KazooState.LOST and self._kazoo.client_state == KeeperState.AUTH_FAILED:
@@ -251,6 +266,9 @@ class ZkClient(ZkOperations):
         # waits below; if the session expires meanwhile it must not go out under the next one either (a commit
         # decided under the old session, sent once the new one connected, moved an offset back: docs/chaos.md).
         sent_in: int | None = self._session_id if op in _WRITES else None
+        # a read or delete of a pipelined batch the connection lost is sent again here (get_many, delete_many)
+        failed: str | None = getattr(self._resending, "after", None)
+        self._resending.after = None
         while True:
             if self._closed.is_set():
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed ({kind} {path})")
@@ -270,10 +288,13 @@ class ZkClient(ZkOperations):
                                                 "not resent under the new session")
                 sent_in = self._session_id
             self._count(kind)
+            if failed is not None:
+                self._resent(op, path, failed)
             try:
                 return self._send(op, path, data, ephemeral).get(timeout=remaining)
             except _RETRYABLE as exc:
                 log.debug("%s: %s %s failed with %r; retrying", self.log_id, kind, path, exc)
+                failed = type(exc).__name__
                 time.sleep(0.05)
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
@@ -313,7 +334,8 @@ class ZkClient(ZkOperations):
                 results.append(pending.get(timeout=max(0.0, deadline - time.monotonic())))
             except NoNodeError:
                 results.append(None)
-            except _RETRYABLE:
+            except _RETRYABLE as exc:
+                self._resending.after = type(exc).__name__
                 results.append(self.get(path))
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
@@ -337,10 +359,11 @@ class ZkClient(ZkOperations):
                 pending.get(timeout=max(0.0, deadline - time.monotonic()))
             except NoNodeError:
                 pass
-            except _RETRYABLE:
+            except _RETRYABLE as exc:
                 if self._session_id != sent_in:  # as `_request`: never resent under a new session
                     raise ZkSessionChangedError(f"{self.log_id}: the ZooKeeper session expired during delete "
                                                 f"{path}; not resent under the new session") from None
+                self._resending.after = type(exc).__name__
                 self.delete(path)
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None

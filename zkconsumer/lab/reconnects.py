@@ -1,0 +1,124 @@
+"""Connection losses within a ZooKeeper session, and the requests they cost again (docs/lab.md, "Connection losses").
+
+A member's kazoo connection can drop while its session lives on: kazoo reports SUSPENDED, reconnects with the
+same session id and password, and reports CONNECTED. Under the herd this happens when a member's connection
+thread starves ("Connection dropped: outstanding heartbeat ping not received"); every request the connection
+had not answered fails with ConnectionLoss and is sent again on the new connection. Those requests are on the
+wire but not in a join's closed form, so a window with losses is checked as "formula + re-sent after N
+connection losses" (identities.zk_join), never silently passed or failed.
+
+Both sides count, over a window [start, end] of one run's trace records:
+
+* **the wire** (the ZooKeeper proxy's records): a *reconnection* is a `connect` record naming an existing session
+  (a ConnectRequest with a non-zero session id; a new client sends 0) whose `connect_reply` on the same link and
+  connection accepts it (the same session id, a timeout above 0; a timeout of 0 is the server saying the session
+  expired). It counts at its reply's time. That connection is a *replacing connection*. The password the
+  ConnectRequest carries is never decoded into a record;
+* **the members' events** (`member_event` records): a *connection loss* is a `connection` event with state
+  `connected` whose member's previous `connection` event was `suspended`, with no `lost` and no
+  `session_expired` between (kazoo reports LOST whenever the session did not survive), counted at the
+  `connected` event's time;
+* **re-sent requests** R: the `resent` events of the members (a request the member's ZooKeeper client sent
+  again because its earlier send failed: zkconsumer/zookeeper/client.py, `on_resend`), plus the `setWatches`
+  requests on replacing connections (kazoo re-installs its watches on every reconnection; no member call sends
+  them). Each is one request on the wire that a join without losses does not send.
+
+The wire and the events agree when the reconnections equal the connection losses; a window where they differ
+is reported as not attributed (a member that writes no `connection` events, the original 0.8.2.2 consumer, has
+its reconnections on the wire only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+RESENT = "resent"  # the lab member's event kind for one request sent again (zk_member.py)
+SET_WATCHES = "setWatches"
+
+
+@dataclass(frozen=True)
+class Reconnects:
+    reconnections: int = 0  # on the wire: accepted ConnectRequests that resumed a session
+    losses: int = 0  # in the members' events: suspended, then connected in the same session
+    resent: int = 0  # the members' `resent` events
+    set_watches: int = 0  # setWatches requests on replacing connections (wire)
+
+    @property
+    def re_sent(self) -> int:
+        """R: the requests the window sent again because of its connection losses."""
+        return self.resent + self.set_watches
+
+    @property
+    def agree(self) -> bool:
+        return self.reconnections == self.losses
+
+    @property
+    def any(self) -> bool:
+        return bool(self.reconnections or self.losses or self.resent or self.set_watches)
+
+    def describe(self) -> str:
+        """'2 connection losses, 37 re-sent' (or the disagreement), for one window."""
+        if not self.any:
+            return "no connection losses"
+        text = f"{self.losses} connection loss{'es' if self.losses != 1 else ''}, {self.re_sent} re-sent"
+        return text if self.agree else f"{text}; the wire saw {self.reconnections} reconnections: not attributed"
+
+
+def _inside(ts: Any, start: float | None, end: float | None) -> bool:
+    if ts is None:
+        return False
+    return (start is None or ts >= start) and (end is None or ts <= end)
+
+
+def _session(value: Any) -> str | None:
+    """A session id as text: the lab summary reads it as an int, the Spark reader as the raw JSON text."""
+    if value is None or value in ("", 0, "0"):
+        return None
+    return str(value)
+
+
+def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end: float | None = None) -> Reconnects:
+    """The window's reconnections, connection losses and re-sent requests (the module docstring defines each).
+    `records` are one run's trace records in any order; the whole run is read so that a member's state before the
+    window is known, and only what happens inside [start, end] is counted."""
+    resuming: dict[tuple[Any, Any], str] = {}  # (link, conn) -> the session its ConnectRequest named
+    replies: list[Mapping[str, Any]] = []
+    set_watches: list[Mapping[str, Any]] = []
+    states: list[Mapping[str, Any]] = []
+    resent = 0
+    for r in records:
+        kind = r.get("kind")
+        if r.get("type") == "wire" and r.get("proto") == "zk":
+            if kind == "connect" and _session(r.get("session_id")) is not None:
+                resuming[(r.get("link"), r.get("conn"))] = _session(r.get("session_id"))
+            elif kind == "connect_reply":
+                replies.append(r)
+            elif kind == "request" and r.get("op") == SET_WATCHES:
+                set_watches.append(r)
+        elif r.get("type") == "member_event":
+            if kind in ("connection", "session_expired"):
+                states.append(r)
+            elif kind == RESENT and _inside(r.get("ts"), start, end):
+                resent += 1
+    replacing = {key for r in replies
+                 if (key := (r.get("link"), r.get("conn"))) in resuming and (r.get("timeout_ms") or 0) > 0
+                 and _session(r.get("session_id")) == resuming[key]}
+    reconnections = sum(1 for r in replies if (r.get("link"), r.get("conn")) in replacing
+                        and _inside(r.get("ts"), start, end))
+    watches = sum(1 for r in set_watches if (r.get("link"), r.get("conn")) in replacing
+                  and _inside(r.get("ts"), start, end))
+    return Reconnects(reconnections, _losses(states, start, end), resent, watches)
+
+
+def _losses(states: list[Mapping[str, Any]], start: float | None, end: float | None) -> int:
+    previous: dict[Any, str] = {}  # member -> its last state: suspended, connected or lost
+    losses = 0
+    for r in sorted(states, key=lambda r: (r.get("ts") or 0.0, r.get("seq") or 0)):
+        member = r.get("member")
+        state = "lost" if r.get("kind") == "session_expired" else r.get("state")
+        if state == "connected" and previous.get(member) == "suspended" and _inside(r.get("ts"), start, end):
+            losses += 1
+        previous[member] = state
+    return losses

@@ -11,17 +11,22 @@ Three strategies are provided:
 * ``roundrobin`` - the 0.8.2 ``RoundRobinAssignor``, including its precondition that all topics have identical
   thread sets.
 * ``roundrobin-0.10.2`` - the KAFKA-2434 rewrite that accepts heterogeneous subscriptions.
+
+and one that is not Kafka's: ``sticky`` (opt-in, docs/modes.md), balanced per topic as range is, moving the fewest
+partitions from the group's previous assignment (rebalance/sticky.py); every member reads that previous assignment
+from one record per view (rebalance/sticky_agreement.py).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 # The roundrobin order and the fetcher id use the same JVM hash; it lives in the lowest layer.
 from fetcher_manager.fetcher_id import java_string_hashcode
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
+from rebalance.sticky import StickySnapshot, sticky_assignment
 
 __all__ = [
     "ASSIGNORS",
@@ -30,6 +35,7 @@ __all__ = [
     "RangeAssignor",
     "RoundRobinAssignor",
     "RoundRobinAssignorV0102",
+    "StickyAssignor",
     "get_assignor",
     "java_string_hashcode",
 ]
@@ -62,6 +68,9 @@ class PartitionAssignor(abc.ABC):
     """
 
     name: ClassVar[str]
+    # True for an assignor whose answer depends on the group's previous assignment (sticky): it is given one with
+    # ``assign_group_from``, and the convergence check takes the owner nodes as that previous assignment.
+    uses_previous: ClassVar[bool] = False
 
     @abc.abstractmethod
     def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
@@ -160,8 +169,25 @@ class RoundRobinAssignorV0102(PartitionAssignor):
         return result
 
 
+class StickyAssignor(PartitionAssignor):
+    """Balanced per topic (each subscribed thread owns ⌊P/T⌋ or ⌈P/T⌉ of a topic's P partitions), moving the fewest
+    partitions from the previous assignment (rebalance/sticky.py). Its answer depends on that previous assignment,
+    so a member must take it from where every member reads the same one (``uses_previous``; the listener does,
+    rebalance/sticky_agreement.py); ``assign_group`` alone assumes no previous owner."""
+
+    name = "sticky"
+    uses_previous: ClassVar[bool] = True
+
+    def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
+        return self.assign_group_from(ctx, {})
+
+    def assign_group_from(self, ctx: AssignmentContext,
+                          previous: Mapping[TopicPartition, ConsumerThreadId]) -> dict[str, Assignment]:
+        return sticky_assignment(StickySnapshot(ctx, previous))
+
+
 ASSIGNORS: dict[str, type[PartitionAssignor]] = {
-    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, RoundRobinAssignorV0102)
+    cls.name: cls for cls in (RangeAssignor, RoundRobinAssignor, RoundRobinAssignorV0102, StickyAssignor)
 }
 
 

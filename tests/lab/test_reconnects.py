@@ -150,3 +150,63 @@ def test_the_client_reports_each_request_it_sends_again(client, monkeypatch):
     assert client.get("/d") == (b"d", None) and client.get("/e") == (b"e", None)
     assert resent[2:] == [("get", "/d", "ConnectionLoss")]
     assert client.op_counts()["get_data"] == 8  # every send is counted, as the wire sees it
+
+
+def _run(root, losses: int, extra: int = 0):
+    """A hand-built run directory of one join into N = 2 (3 rebalance-only members, 4 partitions): the formula's
+    requests, each loss's setWatches and two re-sent reads, and `extra` requests nothing explains."""
+    from zkconsumer.lab.trace import RunDirectory
+
+    run = RunDirectory.create(root / f"run-{losses}-{extra}", scenario="herd", case="n2-r0", design="zk",
+                              run_id=f"r{losses}{extra}", process_mode="threads",
+                              scenario_definition={"group": {"members": 2, "topics": [{"name": "t",
+                                                                                        "partitions": 4}]}})
+    trace, member = run.trace("run", "zk"), run.trace("m-1", "zk")
+    wire = trace.sink("wire", proto="zk")
+    trace.write("phase", phase="settled", ts=10.0)
+    trace.write("membership", action="join", members=["m-3"], step=0, ts=10.1)
+    formula = join_requests(3, 4)
+    for i in range(formula + extra):
+        wire({"ts": 10.2, "link": "m-3", "conn": 9, "kind": "request", "op": "getData", "path": f"/x/{i}"})
+    for k in range(losses):
+        ts = 11.0 + k
+        member.write("member_event", ts=ts, member="m-1", kind="connection", state="suspended")
+        wire({"ts": ts + 0.1, "link": "m-1", "conn": 20 + k, "kind": "connect", "session_id": SESSION})
+        wire({"ts": ts + 0.11, "link": "m-1", "conn": 20 + k, "kind": "connect_reply", "session_id": SESSION,
+              "timeout_ms": 6000})
+        member.write("member_event", ts=ts + 0.12, member="m-1", kind="connection", state="connected")
+        wire({"ts": ts + 0.12, "link": "m-1", "conn": 20 + k, "kind": "request", "op": "setWatches"})
+        for j in range(2):
+            member.write("member_event", ts=ts + 0.13, member="m-1", kind="resent", op="get", path=f"/r/{j}",
+                         after="ConnectionLoss")
+            wire({"ts": ts + 0.13, "link": "m-1", "conn": 20 + k, "kind": "request", "op": "getData",
+                  "path": f"/r/{j}"})
+    trace.write("stable", generation_or_rebalance=1, duration_s=5.0, ts=15.0)
+    trace.write("phase", phase="done", ts=20.0)
+    trace.close()
+    member.close()
+    run.finish("completed")
+    return run.path, formula
+
+
+def test_the_summary_shows_the_losses_beside_the_formula(tmp_path):
+    from zkconsumer.lab.summary import _identities, _losses, summarize
+
+    path, formula = _run(tmp_path, losses=0)
+    plain = summarize(path)
+    assert [str(i) for i in plain.identities] == [f"ZooKeeper requests {formula}"] and plain.identities_hold
+    assert _losses(plain) == ("0", "0.0") and _identities(plain) == "1 hold"
+
+    path, formula = _run(tmp_path, losses=2)
+    lost = summarize(path)
+    assert (lost.zk_reconnections, lost.connection_losses, lost.resent_requests) == (2, 2, 6)
+    assert lost.zk_requests == formula + 6 and lost.identities_hold
+    assert _losses(lost) == ("2", "6.0")
+    assert _identities(lost) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 6 after 2 connection "
+                                 f"losses = measured {formula + 6}")
+
+    path, formula = _run(tmp_path, losses=1, extra=1)  # one request more than the losses explain: it fails, named
+    failed = summarize(path)
+    assert not failed.identities_hold
+    assert _identities(failed) == (f"FAIL ZooKeeper requests: formula {formula} + re-sent 3 after 1 connection loss "
+                                   f"≠ measured {formula + 4}")

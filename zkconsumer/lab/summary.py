@@ -6,6 +6,12 @@ connect handshake excluded) and watch notifications; Kafka group-coordination re
 SyncGroup, LeaveGroup, and the consumer protocol's ConsumerGroupHeartbeats that join, leave or acknowledge:
 protocol_rules.py) with heartbeats counted apart, since they grow with time, not with changes.
 
+Connection losses (`reconnects.py`): a member's ZooKeeper connection that dropped and resumed its session inside the
+window, counted on the wire (`zk_reconnections`) and in the members' events (`connection_losses`), with the requests
+sent again after them (`resent_requests`). A ZooKeeper design's single join of rebalance-only members (`--members
+threads`) without an owner conflict is checked against its closed form (docs/join-cost.md) as
+`identities.zk_join`: "formula F + re-sent R after N connection losses = measured M" when the window had losses.
+
 `first_owned_s` is from the first join of the window to the first partition any member owns after it (ZooKeeper
 design: a successful owner claim; coordinator: an assignment with partitions): what a rolling start into an
 empty group waits before anything is consumed, which the broker's initial rebalance delay lengthens.
@@ -20,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.event_log import LineErrors
-from zkconsumer.lab import gaps, identities
+from zkconsumer.lab import gaps, identities, reconnects
 from zkconsumer.lab.designs import FAITHFUL, design_label, is_broker_side, is_zookeeper_design
 from zkconsumer.lab.handover import Handover
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
@@ -74,10 +80,28 @@ class RunSummary:
     blackholed: int = 0
     bad_lines: int = 0
     mode: str = FAITHFUL  # the zk design's opt-in mode (zkconsumer/modes.py)
+    process_mode: str | None = None  # members as processes or threads (the manifest's)
+    partitions: int = 0  # every partition of the scenario's topics
+    owner_conflicts: int = 0  # owner-node creates ZooKeeper refused (NodeExists): a join that raced
+    # Connection losses in the window (reconnects.py): the wire's session reconnections, the members' losses, and
+    # the requests sent again after them (the members' `resent` events and kazoo's setWatches)
+    reconnects: reconnects.Reconnects = field(default_factory=reconnects.Reconnects)
     # What the window cost the partitions (handover.py): owners changed, and partitions revoked from members that
     # got them back (the stop-the-world of an eager protocol); None where the run cannot tell
     moved: int | None = None
     revoked_kept: int | None = None
+
+    @property
+    def zk_reconnections(self) -> int:
+        return self.reconnects.reconnections
+
+    @property
+    def connection_losses(self) -> int:
+        return self.reconnects.losses
+
+    @property
+    def resent_requests(self) -> int:
+        return self.reconnects.re_sent
 
     @property
     def label(self) -> str:
@@ -113,9 +137,12 @@ class RunSummary:
 def summarize(run_dir: Path) -> RunSummary:
     manifest = RunDirectory.load(run_dir)
     definition = manifest.get("scenario_definition", {})
+    group = definition.get("group", {})
     summary = RunSummary(run_dir, manifest["design"], manifest["case"], manifest.get("sweep", {}),
-                         bool(manifest.get("completed")), definition.get("group", {}).get("members", 0),
-                         mode=manifest.get("mode", FAITHFUL))
+                         bool(manifest.get("completed")), group.get("members", 0),
+                         mode=manifest.get("mode", FAITHFUL),
+                         process_mode=manifest.get("process_mode") or group.get("process_mode"),
+                         partitions=sum(int(t.get("partitions", 0)) for t in group.get("topics", [])))
     errors = LineErrors()
     records = sorted(read_traces(run_dir, errors), key=lambda r: r.get("ts") or 0.0)
     summary.bad_lines = errors.count
@@ -169,11 +196,32 @@ def summarize(run_dir: Path) -> RunSummary:
     # eager members report the group's generation themselves; librdkafka's cannot, so the wire counts those
     summary.rebalances = (summary.rebalances if is_zookeeper_design(summary.design)
                           else len(generations) if generations else summary.wire_rounds)
-    if is_broker_side(summary.design) and identities.single_join(summary.joins, summary.changes - summary.joins):
+    if start is not None:
+        summary.reconnects = reconnects.count(records, start, end)
+    single = identities.single_join(summary.joins, summary.changes - summary.joins)
+    if is_broker_side(summary.design) and single:
         summary.identities = identities.broker_side_join(
             summary.design, summary.members, dict(summary.kafka_by_api), summary.rebalances,
             summary.incumbent_revoked, summary.epoch_zero)
+    elif is_zookeeper_design(summary.design) and single and (check := _zk_identity(summary)) is not None:
+        summary.identities = [check]
     return summary
+
+
+def _zk_identity(summary: RunSummary) -> identities.RequestIdentity | None:
+    """The join's ZooKeeper requests against its closed form, where one applies (closed_forms.py): rebalance-only
+    members (threads: no commits), no owner conflict, no failed attempt, in the faithful mode."""
+    from zkconsumer.lab.analysis.closed_forms import closed_form
+
+    if (summary.process_mode != "threads" or summary.conflicts or summary.owner_conflicts or summary.failed_attempts
+            or summary.mode != FAITHFUL or not summary.partitions):
+        return None
+    form = closed_form(summary.design, summary.process_mode, "zk_requests_per_change", summary.members,
+                       summary.partitions)
+    if form is None:
+        return None
+    found = summary.reconnects
+    return identities.zk_join(int(form.value), summary.zk_requests, found.re_sent, found.losses, found.reconnections)
 
 
 def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -> None:
@@ -201,6 +249,9 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
         case "wire" if record.get("proto") == "zk" and kind == "request":
             summary.zk_requests += 1
             summary.zk_by_op[record.get("op")] += 1
+        case "wire" if (record.get("proto") == "zk" and kind == "reply" and record.get("err_name") == "NodeExists"
+                        and "/owners/" in (record.get("path") or "")):
+            summary.owner_conflicts += 1
         case "wire" if record.get("proto") == "zk" and kind == "event":
             summary.zk_notifications += 1
         case "wire" if record.get("proto") == "kafka" and kind == "request":
@@ -238,15 +289,15 @@ def render(summaries: list[RunSummary]):
 
     table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
     for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "kafka coord/chg", "moved", "revoked kept", "1st owned s", "stable s", "notice s",
-                   "rebal s", "identities", "done"):
+                   "zk notif/chg", "conn losses", "re-sent/chg", "kafka coord/chg", "moved", "revoked kept",
+                   "1st owned s", "stable s", "notice s", "rebal s", "identities", "done"):
         table.add_column(column, justify="left" if column in ("case", "design") else "right")
     for s in summaries:
         table.add_row(
             s.case, s.label, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
             str(s.failures), *(fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
                                                                                                s.zk_notifications)),
-            fmt(s.per_change(s.kafka_coordination)) if is_broker_side(s.design) else "-",
+            *_losses(s), fmt(s.per_change(s.kafka_coordination)) if is_broker_side(s.design) else "-",
             *("-" if v is None else str(v) for v in (s.moved, s.revoked_kept)), fmt(s.first_owned_s),
             fmt(s.time_to_stable), *map(fmt, s.stable_split), _identities(s),
             _done(s))
@@ -260,11 +311,26 @@ def _done(s: RunSummary) -> str:
     return f"gaps: {s.counting_gaps}" if s.counting_gaps else "yes"
 
 
+def _losses(s: RunSummary) -> tuple[str, str]:
+    """Connection losses (the members'; "3≠5 wire" where the wire saw other reconnections) and the requests re-sent
+    after them, per change: "-" for a design whose members have no ZooKeeper connection."""
+    if not is_zookeeper_design(s.design):
+        return "-", "-"
+    found = s.reconnects
+    losses = str(found.losses) if found.agree else f"{found.losses}≠{found.reconnections} wire"
+    return losses, fmt(s.per_change(found.re_sent))
+
+
 def _identities(s: RunSummary) -> str:
+    """"5 hold", "FAIL ..." naming each that failed; a request identity attributed to connection losses is named
+    whether it holds or not ("1 hold: formula F + re-sent R after N connection losses = measured M")."""
     if s.identities_hold is None:
         return "-"
     failed = [str(i) for i in s.identities if not i.holds]
-    return f"{len(s.identities)} hold" if not failed else "FAIL " + ", ".join(failed)
+    if failed:
+        return "FAIL " + ", ".join(failed)
+    attributed = [str(i) for i in s.identities if isinstance(i, identities.RequestIdentity) and i.attributed]
+    return f"{len(s.identities)} hold" + (": " + ", ".join(attributed) if attributed else "")
 
 
 def median_of(values: list[float]) -> float | None:

@@ -65,7 +65,9 @@ def _rows_where(table: pa.Table, columns: Sequence[str], rule: Rule) -> pa.Table
     numbered = table.select(list(columns)).append_column("_row", pa.array(np.arange(table.num_rows)))
     groups = numbered.group_by(list(columns), use_threads=False).aggregate([("_row", "list")])
     chosen = [i for i, values in enumerate(groups.select(list(columns)).to_pylist()) if rule(values)]
-    return table.take(pc.list_flatten(groups["_row_list"].take(chosen)))
+    # typed: an empty list would be an Arrow array of type null, which `take` has no kernel for
+    indices = pa.array(chosen, type=pa.int64())
+    return table.take(pc.list_flatten(groups["_row_list"].take(indices)))
 
 
 def _attached(table: pa.Table, windows: Sequence[Row], ts: str = "ts") -> pa.Table:

@@ -5,13 +5,13 @@ Errors are one line on stderr and a non-zero exit (usage errors exit 2, failures
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from pathlib import Path
 
 import click
 
+from zkconsumer import extras
 from zkconsumer.admin import alter_partitions, create_topic, describe_topic, list_topics
 from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir, default_zookeeper
 from zkconsumer.errors import UserError
@@ -27,19 +27,25 @@ class OneLineErrors(click.Group):
     """Print usage and runtime errors as one line instead of click's multi-line usage block.
 
     Command groups listed in `LAZY` are imported only when invoked (or listed in --help), so a command that
-    does not need them (the lab's many member processes, for one) does not pay for their imports."""
+    does not need them (the lab's many member processes, for one) does not pay for their imports. It is also one of
+    the CLI's two ways into the lab, with `demo` (no product module imports zkconsumer.lab:
+    tests/test_import_rules.py). Without its extra the command is a stand-in: any invocation of it, --help included,
+    is one line naming the extra (zkconsumer/extras.py)."""
 
-    LAZY = {"lab": "zkconsumer.lab.cli:lab", "watch": "zkconsumer.watch.cli:watch"}
+    # name: (the command, the extra it needs); `watch` asks for its extra itself, as `watch --once` needs none
+    LAZY: dict[str, tuple[str, str | None]] = {"lab": ("zkconsumer.lab.cli:lab", "lab"),
+                                                "watch": ("zkconsumer.watch.cli:watch", None)}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = self.LAZY.get(cmd_name)
-        if target is None:
+        if cmd_name not in self.LAZY:
             return super().get_command(ctx, cmd_name)
-        module, _, attr = target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        target, extra = self.LAZY[cmd_name]
+        if extra is not None and extras.missing(extra) is not None:
+            return _needs_extra(cmd_name, extra)
+        return extras.load(target)
 
     def main(self, *args, **kwargs):  # type: ignore[override]
         kwargs["standalone_mode"] = False
@@ -59,6 +65,18 @@ class OneLineErrors(click.Group):
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def _needs_extra(name: str, extra: str) -> click.Command:
+    """Stands in for command `name` when its extra is missing: listed in --help as needing it, and any invocation,
+    whatever its arguments, fails with extras' one line."""
+
+    def fail(args: tuple[str, ...]) -> None:
+        extras.require(extra, f"zkconsumer {name}")
+
+    return click.Command(name, callback=fail, add_help_option=False, short_help=f"(needs the '{extra}' extra)",
+                         params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 
 
 def resolve_zookeeper(zookeeper: str | None) -> str:
@@ -114,6 +132,10 @@ def cluster_up(zk_servers: int, zk_port: int | None, brokers: int, broker_port: 
                purge: bool, tls: bool, kraft: bool, base_dir: Path | None) -> None:
     """Start the cluster and return; prints zookeeper.connect and bootstrap.servers (and, with --kraft, the KRaft
     broker's as `kraft bootstrap.servers=`)."""
+    if tls:
+        extras.require("tls", "zkconsumer cluster up --tls")
+    if kraft:
+        extras.require("lab", "zkconsumer cluster up --kraft")
     c = EmbeddedCluster.up(base_dir or default_dir(), zk_servers, zk_port, broker_port,
                            brokers=0 if no_broker else brokers, purge=purge, tls=tls, kraft=1 if kraft else 0)
     click.echo(f"zookeeper.connect={c.zookeeper_connect}")

@@ -12,9 +12,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from zkconsumer import extras
 from zkconsumer.admin import AdminError, bootstrap_from_zookeeper
-from zkconsumer.lab.main_job import DEFAULT_VALUES
 from zkconsumer.zookeeper.client import ZkClient
+
+# The main job's group sizes (zkconsumer/lab/main_job.py's DEFAULT_VALUES, where they are explained), for --help only:
+# importing the lab here would make every command need the lab extra. tests/test_extras.py keeps the two equal.
+MAIN_JOB_VALUES = "1,4,16,32,64"
 
 FORMATS = {
     "value": "{value}",
@@ -46,7 +50,7 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
     @main.command("demo")
     @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results/demo"),
                   show_default=True, help="runs under OUT/runs, the report under OUT/report")
-    @click.option("--values", default=DEFAULT_VALUES, show_default=True, metavar="N1,N2,...",
+    @click.option("--values", default=None, show_default=MAIN_JOB_VALUES, metavar="N1,N2,...",
                   help="group sizes of the herd scenario")
     @click.option("--members", "process_mode", type=click.Choice(["threads", "processes"]), default="threads",
                   show_default=True, help="members as rebalance-only threads, or full consumers in processes")
@@ -54,16 +58,17 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
                   help="the scale simulation predicts joins up to this group size")
     @click.option("--consumer", "consumer_tour", is_flag=True,
                   help="instead: produce and consume with a two-member group and show ZooKeeper (a quick tour)")
-    def demo(out_dir: Path, values: str, process_mode: str, predict_to: int, consumer_tour: bool) -> None:
+    def demo(out_dir: Path, values: str | None, process_mode: str, predict_to: int, consumer_tour: bool) -> None:
         """The main job: herd on both designs against the embedded servers, Spark analysis, HTML report."""
         if consumer_tour:
             from zkconsumer.demo import run_demo
 
             run_demo(click.echo)
             return
-        from zkconsumer.lab.main_job import run_main_job
-
-        run_main_job(out_dir, values=values, process_mode=process_mode, predict_to=predict_to)
+        run_main_job = extras.load("zkconsumer.lab.main_job:run_main_job", "lab",
+                                   "zkconsumer demo (the main job; `demo --consumer` needs no extra)")
+        sizes = {} if values is None else {"values": values}
+        run_main_job(out_dir, **sizes, process_mode=process_mode, predict_to=predict_to)
 
     @main.group()
     def groups() -> None:

@@ -3,13 +3,15 @@
 Made with `cryptography`, written as PEM, the one store format both ZooKeeper (`ssl.keyStore.type=PEM`, its
 `PemReader`) and Python's `ssl` read. The keys are not encrypted: they protect a test server on 127.0.0.1 and
 live only in the cluster's directory; never use them for anything else.
+
+`cryptography` comes with the `tls` extra (zkconsumer/extras.py): the embedded cluster imports this module only when
+it makes an authority, after checking the extra; the files' layout (`TlsFiles`) is in tls_files.py, which needs none.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -17,35 +19,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from zkconsumer.embedded.tls_files import TlsFiles
+
+__all__ = ["SERVER_IPS", "SERVER_NAMES", "VALIDITY", "TlsFiles", "make_authority"]
+
 VALIDITY = datetime.timedelta(days=30)
 # The names a client may check the server's certificate against (zookeeper.ssl.endpoint.identification.enable).
 SERVER_NAMES = ("localhost",)
 SERVER_IPS = ("127.0.0.1",)
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """Where the PEM files of one throw-away authority live."""
-
-    directory: Path
-
-    @property
-    def ca(self) -> Path:
-        """The CA certificate: the trust store of clients (zookeeper.ssl.truststore.location) and of the server."""
-        return self.directory / "ca.pem"
-
-    @property
-    def server(self) -> Path:
-        """The server's private key and certificate (ssl.keyStore.location)."""
-        return self.directory / "server.pem"
-
-    @property
-    def client(self) -> Path:
-        """A client's private key and certificate, for mutual TLS (zookeeper.ssl.keystore.location)."""
-        return self.directory / "client.pem"
-
-    def exist(self) -> bool:
-        return all(p.is_file() for p in (self.ca, self.server, self.client))
 
 
 def _key() -> ec.EllipticCurvePrivateKey:

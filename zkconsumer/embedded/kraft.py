@@ -29,9 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
+from zkconsumer import extras
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.kafka import JVM_FLAGS, BrokerFiles, Listener, plan_listeners
 from zkconsumer.embedded.process import (
@@ -212,6 +210,7 @@ class KRaftBroker(BrokerFiles):
 
     def start(self, classpath: jvm.Classpath | None = None) -> None:
         """Format the storage if it never was, then start the JVM; `wait_ready` waits for it."""
+        extras.require("lab", "a KRaft broker (cluster up --kraft)")  # wait_ready's probe is confluent-kafka's
         classpath = classpath or jvm.classpath(jvm.KAFKA4_BROKER)
         java = java_executable()
         self.version = classpath.version_of("kafka_2.13")
@@ -257,7 +256,11 @@ class KRaftBroker(BrokerFiles):
             time.sleep(0.1)
 
     def _lists_itself(self) -> bool:
-        # A fresh client per probe: librdkafka's threads end with the object, and a probe is rare.
+        # A fresh client per probe: librdkafka's threads end with the object, and a probe is rare. confluent-kafka
+        # comes with the lab extra, which `cluster up --kraft` asks for (start() checks it).
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         try:
             return self.node_id in admin.list_topics(timeout=2).brokers

@@ -1,4 +1,5 @@
-"""A real ZooKeeper server (or N-server ensemble) run with `java` from the jars inside the pyspark wheel.
+"""A real ZooKeeper server (or N-server ensemble) run with `java` from the jars inside the pyspark wheel, or, without
+the `lab` extra that brings pyspark, from Apache Kafka 3.9's own classpath (docs/servers.md).
 
 Readiness is judged by `srvr` reporting a `Mode:` line: `ruok` answers `imok` before the server serves
 sessions (and forever, when a jar such as snappy-java is missing), so it is not a readiness probe.
@@ -11,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkconsumer.embedded.certs import TlsFiles, make_authority
+from zkconsumer import extras
 from zkconsumer.embedded.process import (
     EmbeddedError,
     ProcessRecord,
@@ -24,14 +25,18 @@ from zkconsumer.embedded.process import (
     start_detached,
     stop_process,
 )
+from zkconsumer.embedded.tls_files import TlsFiles
 
 # Without metrics-core the JVM exits; without snappy-java it never serves a session (see docs/servers.md).
 _REQUIRED_JARS = ("zookeeper-3", "zookeeper-jute", "slf4j-api", "metrics-core", "snappy-java")
-_LOGGING_JARS = ("log4j-slf4j2-impl", "log4j-api-2", "log4j-core")
-# A TLS client port needs the Netty connection factory (ZooKeeper's NIO one has no TLS); pyspark ships Netty too.
-_NETTY_JARS = ("netty-common-4", "netty-buffer-4", "netty-codec-4", "netty-codec-base-4", "netty-handler-4",
+# log4j 2 in pyspark's jars, reload4j (log4j 1) in Kafka 3.9's: whichever is there gets its configuration file.
+_LOGGING_JARS = ("log4j-slf4j2-impl", "log4j-api-2", "log4j-core", "slf4j-reload4j", "reload4j")
+# A TLS client port needs the Netty connection factory (ZooKeeper's NIO one has no TLS); pyspark ships Netty too, and
+# so does Kafka 3.9. netty-codec-base exists from Netty 4.2 (pyspark's) on; Kafka 3.9's Netty 4.1 has it in codec.
+_NETTY_JARS = ("netty-common-4", "netty-buffer-4", "netty-codec-4", "netty-handler-4",
                "netty-resolver-4", "netty-transport-4", "netty-transport-native-unix-common-4",
                "netty-transport-classes-epoll-4")
+_OPTIONAL_NETTY_JARS = ("netty-codec-base-4",)
 JVM_FLAGS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m")
 
 _LOG4J2 = """\
@@ -42,6 +47,12 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{ISO8601} [%t] %-5level %c{1} - %msg%n
 rootLogger.level = INFO
 rootLogger.appenderRef.console.ref = console
+"""
+_LOG4J1 = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=%d{ISO8601} [%t] %-5p %c{1} - %m%n
 """
 
 
@@ -58,16 +69,27 @@ def pyspark_jar_dir() -> Path:
     return jars
 
 
+def zookeeper_jar_dir() -> Path:
+    """pyspark's jars when pyspark is installed (the `lab` extra: ZooKeeper 3.9), else those of Apache Kafka 3.9's
+    broker from the JVM cache (resolved on first use): the ZooKeeper 3.8 that Kafka 3.9 ships and runs itself."""
+    if importlib.util.find_spec("pyspark") is not None:
+        return pyspark_jar_dir()
+    from zkconsumer.embedded import jvm
+
+    return jvm.classpath(jvm.KAFKA_BROKER).directory / "jars"
+
+
 def zookeeper_classpath(jar_dir: Path | None = None, *, tls: bool = False) -> str:
-    jar_dir = jar_dir or pyspark_jar_dir()
+    jar_dir = jar_dir or zookeeper_jar_dir()
     chosen = []
     required = _REQUIRED_JARS + (_NETTY_JARS if tls else ())
-    for prefix in required + _LOGGING_JARS:
+    for prefix in required + (_OPTIONAL_NETTY_JARS if tls else ()) + _LOGGING_JARS:
         matches = sorted(p for p in jar_dir.glob(f"{prefix}*.jar") if "tests" not in p.name)
         if not matches:
             if prefix in required:
                 raise EmbeddedError(
-                    f"no {prefix}*.jar in {jar_dir}: this pyspark wheel does not ship ZooKeeper; install pyspark>=4.0"
+                    f"no {prefix}*.jar in {jar_dir}: these jars hold no ZooKeeper server (pyspark>=4.0's and Apache "
+                    f"Kafka 3.9's do: install zkconsumer[lab], or resolve Kafka's with `make jvm`)"
                 )
             continue
         chosen.append(str(matches[-1]))
@@ -169,6 +191,9 @@ class ZooKeeperEnsemble:
             return cls(nodes)
         files = TlsFiles(base_dir / "tls")
         if not files.exist():
+            extras.require("tls", "a TLS ZooKeeper (cluster up --tls)")
+            from zkconsumer.embedded.certs import make_authority
+
             files = make_authority(files.directory)
         for node in nodes:
             node.secure_port = next(p for p in iter(free_port, None) if p not in used)
@@ -199,6 +224,7 @@ class ZooKeeperEnsemble:
             (node.data_dir / "myid").write_text(f"{node.server_id}\n")
         node.config_path.write_text("\n".join(lines) + "\n")
         (node.data_dir / "log4j2.properties").write_text(_LOG4J2)
+        (node.data_dir / "log4j.properties").write_text(_LOG4J1)
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every server and wait until each one reports a Mode; on failure stop what was started."""
@@ -218,6 +244,7 @@ class ZooKeeperEnsemble:
         argv = [
             java or java_executable(), *JVM_FLAGS,
             f"-Dlog4j2.configurationFile={node.data_dir / 'log4j2.properties'}",
+            f"-Dlog4j.configuration=file:{node.data_dir / 'log4j.properties'}",
             "-Dzookeeper.admin.enableServer=false",
             "-cp", classpath or zookeeper_classpath(tls=self.tls is not None),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(node.config_path),

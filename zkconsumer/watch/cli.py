@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from zkconsumer import extras
 from zkconsumer.cli import resolve_zookeeper, zookeeper_option
 from zkconsumer.watch import lag, model
 from zkconsumer.zookeeper.client import ZkClient
@@ -48,6 +49,8 @@ def watch(zookeeper: str | None, group: str, bootstrap: str | None, once: bool, 
         logging.getLogger("kazoo").setLevel(logging.ERROR)
     brokers = lag.parse_bootstrap(bootstrap) if bootstrap else None
     failed_after_ms = int(failed_after * 1000)
+    if not once:
+        extras.require("watch", "zkconsumer watch (the live view; `watch --once` needs no extra)")
     if not once and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise click.UsageError("the live view needs a terminal; use --once for a plain-text snapshot")
     zk = ZkClient(connect, session_timeout_ms=10000, connection_timeout_ms=5000, log_id="watch").start()

@@ -1,4 +1,5 @@
-"""The only module that uses kafka-python internals: request/response classes, codecs, legacy message sets.
+"""The fetcher manager's only module that uses kafka-python internals: request/response classes, codecs, legacy
+message sets (docs/DESIGN.md, "Imports", names the others: kafka_offsets.py and the lab's wire decoding).
 
 kafka-python 3.0 has no public per-broker blocking connection (its ``kafka.net`` layer is an event loop
 driven by the client), and the 0.8 fetcher design is one blocking thread per broker. So each ``KafkaWire``

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rebalance.assignment import AssignmentContext, TopicPartition
+from rebalance.assignment import AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
 from rebalance.subscription import Registration
 
@@ -39,8 +39,21 @@ def expected_owners(snapshot: GroupSnapshot, assignor: PartitionAssignor,
     subscriptions = {member: registration.topic_streams(snapshot.all_topics, exclude_internal_topics)
                      for member, registration in snapshot.registrations.items()}
     context = AssignmentContext.build("", subscriptions, snapshot.partitions)
-    group_assignment = assignor.assign_group(context)
+    if assignor.uses_previous:  # sticky: settled when the owners are its fixed point (it would move nothing)
+        group_assignment = assignor.assign_group_from(context, _owner_threads(snapshot.owners))
+    else:
+        group_assignment = assignor.assign_group(context)
     return {tp: str(thread) for assignment in group_assignment.values() for tp, thread in assignment.items()}
+
+
+def _owner_threads(owners: Mapping[TopicPartition, str]) -> dict[TopicPartition, ConsumerThreadId]:
+    """Owner node values (`<consumer id>-<thread>`) as thread ids; a value of another form owns nothing."""
+    threads = {}
+    for tp, value in owners.items():
+        consumer, _, index = value.rpartition("-")
+        if consumer and index.isdigit():
+            threads[tp] = ConsumerThreadId(consumer, int(index))
+    return threads
 
 
 def check_convergence(snapshot: GroupSnapshot, assignor: PartitionAssignor,

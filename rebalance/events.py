@@ -56,6 +56,10 @@ class EventKind(enum.StrEnum):
     OWNER_GONE = "owner_gone"  # topic, partition: a conflicting owner node was deleted while we waited for it
     BARRIER = "barrier"  # view (the hash acknowledged), view_members, acked: the barrier's wait ended
     BARRIER_SKIPPED = "barrier_skipped"  # members: those without the barrier, so this attempt went without it
+    # view, created (this member wrote the view's record) or read it, moved (partitions whose owner differs from
+    # this member's previous record; null without one): the sticky assignor's agreed assignment (docs/modes.md)
+    STICKY = "sticky"
+    STICKY_SKIPPED = "sticky_skipped"  # members: those without the sticky assignor, so this attempt used range
 
 
 @dataclass(frozen=True)

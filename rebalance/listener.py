@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
 
 from fetcher_manager.partition_info import PartitionTopicInfo
-from rebalance import opt_in
+from rebalance import opt_in, sticky_agreement
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
@@ -76,6 +76,9 @@ class ZKRebalancerListener:
         self.last_registrations: dict[str, Registration] = {}  # of the last view read
         self._registration_cache: dict[str, Registration] = {}  # incremental: registrations do not change
         self.barrier_generation: str | None = None  # the view this member last acknowledged
+        # The sticky assignor (rebalance/sticky_agreement.py): the last view's record this member installed, the
+        # previous assignment it computes the next record from if it is the first of a view.
+        self.sticky_previous: dict[TopicPartition, ConsumerThreadId] | None = None
         self._session_renewed = False
         self._tasks: list[Callable[[], None]] = []
         self._shutting_down = sync.event()
@@ -404,6 +407,8 @@ class ZKRebalancerListener:
         return {m: cache[m] for m in members}
 
     def assign(self, context: AssignmentContext) -> dict[str, Assignment]:
+        if self.assignor.uses_previous:  # sticky: the view's agreed record (rebalance/sticky_agreement.py)
+            return sticky_agreement.assign(self, context)
         return self.assignor.assign_group(context)
 
     def fetch_offsets(self, mine: Assignment) -> dict[TopicPartition, int]:

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fetcher_manager.broker import Broker
+from rebalance.assignment import ConsumerThreadId, TopicPartition
 from rebalance.subscription import Registration
+
+Owners = dict[TopicPartition, ConsumerThreadId]
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,18 @@ class GroupStore(Protocol):
 
     def watch_barrier(self, generation: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call `callback(acknowledging members)` now and on each change; returns the watch's stop."""
+
+    def read_assignment(self, view: str) -> Owners | None:
+        """The sticky assignor's record of view `view` (rebalance/sticky_agreement.py), None if there is none;
+        raises ValueError (naming path and content) if it is unreadable."""
+
+    def create_assignment(self, view: str, owners: Owners) -> bool:
+        """Create the record of `view` (ephemeral: it goes with this member's session) unless one exists: False if
+        one did. On success it is also kept as the latest record (`latest_assignment`)."""
+
+    def latest_assignment(self) -> Owners | None:
+        """The latest record created, of whatever view: only a hint for a member that has none of its own (None if
+        there is none or it is unreadable)."""
 
     def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
         """Create the ephemeral owner node; a falsy `Claim` naming the current owner on a conflict."""

@@ -201,12 +201,12 @@ def test_topic_without_partitions_and_sparse_ids(assignor: PartitionAssignor) ->
 
 
 def test_get_assignor() -> None:
-    assert set(ASSIGNORS) == {"range", "roundrobin", "roundrobin-0.10.2"}
+    assert set(ASSIGNORS) == {"range", "roundrobin", "roundrobin-0.10.2", "sticky"}
     for name, cls in ASSIGNORS.items():
         assert isinstance(get_assignor(name), cls)
         assert get_assignor(name).name == name
-    with pytest.raises(ValueError, match=r"'sticky'.*'range', 'roundrobin', 'roundrobin-0.10.2'"):
-        get_assignor("sticky")
+    with pytest.raises(ValueError, match=r"'cooperative-sticky'.*'range', 'roundrobin', 'roundrobin-0.10.2', 'sticky'"):
+        get_assignor("cooperative-sticky")
 
 
 # --- properties (PartitionAssignorTest) ----------------------------------------------------------------

@@ -193,6 +193,7 @@ def test_unknown_key_warns_but_does_not_fail(caplog: pytest.LogCaptureFixture) -
         ("consumer.id", None, None),
         ("fetch.min.bytes", 0, 0),
         ("partition.assignment.strategy", "roundrobin-0.10.2", "roundrobin-0.10.2"),
+        ("partition.assignment.strategy", "sticky", "sticky"),
     ],
 )
 def test_value_coercion(key: str, raw: object, expected: object) -> None:
@@ -217,7 +218,7 @@ def test_from_dict_alias() -> None:
         ("auto.offset.reset", "earliest", "allowed values are 'smallest', 'largest'"),
         ("auto.offset.reset", "Smallest", "allowed values are"),
         ("offsets.storage", "redis", "allowed values are 'zookeeper', 'kafka'"),
-        ("partition.assignment.strategy", "sticky", "'range', 'roundrobin', 'roundrobin-0.10.2'"),
+        ("partition.assignment.strategy", "cooperative-sticky", "'range', 'roundrobin', 'roundrobin-0.10.2', 'sticky'"),
         ("zookeeper.session.timeout.ms", "abc", "expected an integer"),
         ("zookeeper.session.timeout.ms", "60.5", "expected an integer"),
         ("zookeeper.session.timeout.ms", 6.0, "expected an integer"),

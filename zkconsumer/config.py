@@ -35,8 +35,9 @@ log = logging.getLogger(__name__)
 
 AUTO_OFFSET_RESET_VALUES = ("smallest", "largest")
 OFFSETS_STORAGE_VALUES = ("zookeeper", "kafka")
-# "roundrobin-0.10.2" is our name for the KAFKA-2434 round robin (no identical-subscription precondition).
-PARTITION_ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "roundrobin-0.10.2")
+# "roundrobin-0.10.2" is our name for the KAFKA-2434 round robin (no identical-subscription precondition); "sticky"
+# is not Kafka's: the opt-in sticky assignor every member agrees on (docs/modes.md).
+PARTITION_ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "roundrobin-0.10.2", "sticky")
 
 _LEGAL_ID = re.compile(r"[a-zA-Z0-9._-]+")
 _ID_RULE = "only ASCII letters, digits, '.', '_' and '-' are allowed (non-empty)"

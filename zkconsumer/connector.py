@@ -21,7 +21,7 @@ from fetcher_manager.metrics import MetricsRegistry, metric_name, tag_matcher
 from fetcher_manager.partition_info import PartitionTopicInfo
 from fetcher_manager.settings import FetchSettings
 from fetcher_manager.stream import ChunkQueue, KafkaStream
-from rebalance import opt_in
+from rebalance import opt_in, sticky_agreement
 from rebalance.assignment import ConsumerThreadId
 from rebalance.assignors import get_assignor
 from rebalance.bindings import StreamBindings
@@ -291,11 +291,11 @@ class ZookeeperConsumerConnector:
         self.registry.gauge(self._name("FetchQueueSize", topic=topic, threadId=str(index)), queue.qsize)
 
     def _with_modes(self, registration: Registration) -> Registration:
-        """A member running the consensus barrier says so in its registration (the barrier needs every member);
-        every other member's registration stays 0.8.2's, byte for byte."""
-        if self.listener.settings.modes.barrier:
-            return dataclasses.replace(registration, modes=(opt_in.BARRIER,))
-        return registration
+        """A member running the consensus barrier or the sticky assignor says so in its registration (each needs
+        every member); every other member's registration stays 0.8.2's, byte for byte."""
+        modes = ((opt_in.BARRIER,) if self.listener.settings.modes.barrier else ()) + (
+            (sticky_agreement.STICKY,) if self.listener.assignor.uses_previous else ())
+        return dataclasses.replace(registration, modes=modes) if modes else registration
 
     def _register(self) -> None:
         assert self._registration is not None

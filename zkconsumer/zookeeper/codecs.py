@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Mapping
 
 from fetcher_manager.broker import Broker
+from rebalance.assignment import ConsumerThreadId, TopicPartition
 from rebalance.subscription import STATIC, Registration
 from zkconsumer.errors import UserError
 
@@ -183,3 +184,32 @@ def decode_offset(path: str, raw: bytes | None) -> int:
         return int(text)
     except ValueError:
         raise ZnodeDataError(path, raw, "an offset must be a decimal integer") from None
+
+
+# --- the sticky assignor's record of a view (an opt-in mode, docs/modes.md; 0.8.2 never reads it) ---------------
+
+def encode_assignment_record(view: str | None, owners: Mapping[TopicPartition, ConsumerThreadId]) -> bytes:
+    """`{"version":1,"view":...,"assignment":{topic:{partition: thread id}}}`, topics and partitions sorted, thread
+    ids as owner nodes hold them: the same assignment always gives the same bytes."""
+    by_topic: dict[str, dict[str, str]] = {}
+    for tp in sorted(owners):
+        by_topic.setdefault(tp.topic, {})[str(tp.partition)] = str(owners[tp])
+    return json.dumps({"version": 1, "view": view, "assignment": by_topic}, separators=(",", ":")).encode()
+
+
+def decode_assignment_record(path: str, raw: bytes | None) -> tuple[str | None, dict[TopicPartition, ConsumerThreadId]]:
+    """(view, partition -> owning thread) of a record written by `encode_assignment_record`."""
+    data = _parse_json_object(path, raw)
+    view, assignment = data.get("view"), data.get("assignment")
+    if not (view is None or isinstance(view, str)) or not isinstance(assignment, dict):
+        raise ZnodeDataError(path, raw, "expected 'view' (a string) and 'assignment' (an object of topics)")
+    owners: dict[TopicPartition, ConsumerThreadId] = {}
+    for topic, partitions in assignment.items():
+        if not isinstance(partitions, dict):
+            raise ZnodeDataError(path, raw, f"topic {topic!r} must map partitions to thread ids")
+        for partition, thread in partitions.items():
+            consumer, _, index = thread.rpartition("-") if isinstance(thread, str) else ("", "", "")
+            if not (partition.isdigit() and consumer and index.isdigit()):
+                raise ZnodeDataError(path, raw, f"{topic}/{partition} -> {thread!r} is not partition -> thread id")
+            owners[TopicPartition(topic, int(partition))] = ConsumerThreadId(consumer, int(index))
+    return view, owners

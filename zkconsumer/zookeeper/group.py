@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from kazoo.exceptions import NodeExistsError, NotEmptyError
 
 from fetcher_manager.broker import Broker
-from rebalance.assignment import TopicPartition
+from rebalance.assignment import ConsumerThreadId, TopicPartition
 from rebalance.convergence import GroupSnapshot
 from rebalance.store import Claim
 from rebalance.subscription import Registration
@@ -113,6 +113,33 @@ class ZkGroupStore:
         handle = self.zk.watch_children(layout.barrier_dir(self.group, generation),
                                         lambda children: callback(set(children)), initial=True)
         return handle.stop
+
+    def read_assignment(self, view: str) -> dict[TopicPartition, ConsumerThreadId] | None:
+        path = layout.assignment_path(self.group, view)
+        found = self.zk.get(path)
+        return None if found is None else codecs.decode_assignment_record(path, found[0])[1]
+
+    def create_assignment(self, view: str, owners: dict[TopicPartition, ConsumerThreadId]) -> bool:
+        """An ephemeral record of the view (rebalance/sticky_agreement.py: why ephemeral), then the same bytes as
+        the directory's data, the hint for members without a record of their own (a plain set: last writer wins)."""
+        data = codecs.encode_assignment_record(view, owners)
+        try:
+            self.zk.create(layout.assignment_path(self.group, view), data, ephemeral=True)
+        except NodeExistsError:
+            return False
+        self.zk.set(layout.assignment_dir(self.group), data)
+        return True
+
+    def latest_assignment(self) -> dict[TopicPartition, ConsumerThreadId] | None:
+        path = layout.assignment_dir(self.group)
+        found = self.zk.get(path)
+        if found is None or found[0] is None:
+            return None
+        try:
+            return codecs.decode_assignment_record(path, found[0])[1]
+        except codecs.ZnodeDataError as exc:
+            log.warning("%s: ignoring the latest sticky assignment: %s", self.zk.log_id, exc)
+            return None
 
     def claim(self, topic: str, partition: int, thread_id: str) -> Claim:
         ours, current = self.zk.create_ephemeral_expect_conflict(layout.owner_path(self.group, topic, partition),

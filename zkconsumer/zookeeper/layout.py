@@ -61,3 +61,13 @@ def barrier_dir(group: str, generation: str) -> str:
 
 def barrier_ack_path(group: str, generation: str, consumer_id: str) -> str:
     return f"{barrier_dir(group, generation)}/{consumer_id}"
+
+
+def assignment_dir(group: str) -> str:
+    """The sticky assignor's records, one per view (an opt-in mode, docs/modes.md); its own data holds the latest
+    record written, a hint for members that have none. 0.8.2 never reads it."""
+    return f"{CONSUMERS}/{group}/zkconsumer-assignment"
+
+
+def assignment_path(group: str, view: str) -> str:
+    return f"{assignment_dir(group)}/{view}"

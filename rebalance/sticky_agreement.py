@@ -1,0 +1,138 @@
+"""How members of a ZooKeeper-balanced group agree on a sticky assignment (`partition.assignment.strategy=sticky`,
+docs/modes.md), which each of them still computes alone.
+
+The problem. A sticky assignment is a function of the view (members, subscriptions, partitions: what range reads)
+*and* of who owned what before. The owner nodes change while members release and claim, so two members that read
+them at different moments compute different assignments, and keep conflicting.
+
+The agreed snapshot: one record per view. The view is named by its hash (`opt_in.view_generation`, the name the
+consensus barrier acknowledges). Under `/consumers/<g>/zkconsumer-assignment/<view>` there is at most one record,
+the whole group's assignment for that view, and it is never rewritten: a member reads it, or, if there is none,
+computes one and *creates* it; a create that finds the node there (another member was first) reads that one
+instead. Every member of a view therefore installs the content of the one node, whoever wrote it and from whatever
+previous assignment. The previous assignment a writer starts from (its own last record, or the directory's hint of
+the latest record for a member that has none) only decides how few partitions move, never whether members agree;
+in a settled group every member starts from the same record and computes the same content anyway.
+
+Per view, the record goes through these states (M is a member whose view is V):
+
+    absent ──(M: read → none; compute from its previous record; create ok)──────────▶ written (by M's session)
+    absent ──(M: create → NodeExists: another member was first; read)───────────────▶ written (theirs)
+    written ──(M: read)──▶ written                       (M installs it; nothing can change it)
+    written ──(the writer's session ends: the ephemeral node goes)──▶ absent
+
+Why it is race-free:
+
+1. Content never changes while the node exists: it is only created, never set.
+2. The node disappears only when its writer's session ends, and a member writes only the record of a view that
+   contains itself (registered in that same session: a member re-registers after a new session before it
+   rebalances). So the record of view V disappears only when V stops being the group's view: the writer's
+   registration goes at the same moment, which fires every member's watch of the ids directory.
+3. After the last change to the view every member gets a trigger and runs an attempt that reads the view afresh,
+   then the record of that view. By 2 the record, once there, stays for as long as the view does, and by 1 its
+   content is fixed: every member's last attempt installs the same assignment. Before that, a member acting on a
+   stale view may install another view's record, as a 0.8.2 member acts on a stale view; its claims conflict and
+   the trigger it has pending sets it right.
+
+Nothing is cached across attempts: a view can come back (a member leaves and returns) with a new record written
+in between by members that saw the change, so each attempt reads the record again (one read per member per
+attempt; the writer adds a create and the hint's set).
+
+A view that comes back while the writer of its old record is still alive gets that old record again (the member
+that returned gets its old partitions back): agreed, balanced, but not necessarily the fewest moves from the
+assignment in between. Records are ephemeral, so they go with their writers; a long-lived member keeps the records
+of every view it wrote first until it leaves.
+
+Only members that all run the sticky assignor can agree this way: a sticky member's registration says so
+(`"zkconsumer.modes":["sticky"]`). A new member refuses to join a group with a member that does not; one already in
+the group when such a member joins uses range (what a faithful member computes on the same view) until it leaves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
+from rebalance.assignors import RangeAssignor
+from rebalance.events import EventKind
+from rebalance.listener_types import ModeRefusedError
+from rebalance.opt_in import view_generation
+from rebalance.sticky import moved_partitions
+
+# The member's ZKRebalancerListener (rebalance/listener.py), typed Any because the listener imports this module.
+ZKRebalancerListener = Any
+
+log = logging.getLogger(__name__)
+
+STICKY = "sticky"  # the registration's word for the sticky assignor (Registration.modes)
+
+Owners = dict[TopicPartition, ConsumerThreadId]
+
+
+class StaleViewError(RuntimeError):
+    """The view this attempt read is already gone (the record vanished, or the member is not in it): the attempt
+    fails and the next one reads the new view."""
+
+
+def assign(listener: ZKRebalancerListener, context: AssignmentContext) -> dict[str, Assignment]:
+    """The group's assignment for `context`'s view, the same on every member of the view (the module's docstring)."""
+    if not _sticky_applies(listener):
+        return RangeAssignor().assign_group(context)
+    if listener.consumer_id not in context.consumers:
+        raise StaleViewError(f"{listener.consumer_id} is not in the view it read; its registration went meanwhile")
+    store, view = listener.store, view_generation(context)
+    previous: Owners | None = listener.sticky_previous
+    record = store.read_assignment(view)
+    created = False
+    if record is None:
+        base = previous if previous is not None else (store.latest_assignment() or {})
+        computed = _flat(listener.assignor.assign_group_from(context, base))
+        created = store.create_assignment(view, computed)
+        record = computed if created else store.read_assignment(view)
+        if record is None:
+            raise StaleViewError(f"the sticky assignment of view {view} was deleted as it was read: its writer left")
+    _check_fits(view, record, context)
+    listener.sticky_previous = dict(record)
+    listener.events.emit(EventKind.STICKY, view=view, created=created,
+                         moved=None if previous is None else moved_partitions(previous, record))
+    result: dict[str, Assignment] = {consumer: {} for consumer in context.consumers}
+    for tp in sorted(record):
+        thread = record[tp]
+        result[thread.consumer][tp] = thread
+    return result
+
+
+def _flat(group_assignment: Mapping[str, Assignment]) -> Owners:
+    return {tp: thread for assignment in group_assignment.values() for tp, thread in assignment.items()}
+
+
+def _check_fits(view: str, record: Mapping[TopicPartition, ConsumerThreadId], context: AssignmentContext) -> None:
+    """The record of a view assigns exactly the view's partitions, each to a thread subscribed to its topic; else its
+    node was written by something else than a sticky member (the attempt fails naming it)."""
+    threads = {topic: set(ths) for topic, ths in context.consumers_for_topic.items()}
+    expected = {TopicPartition(t, p) for t, ths in threads.items() if ths for p in context.partitions_for_topic[t]}
+    misfits = sorted(tp for tp, thread in record.items() if thread not in threads.get(tp.topic, ()))
+    if set(record) != expected or misfits:
+        raise ValueError(f"the sticky assignment record of view {view} does not fit the view (partitions missing "
+                         f"or extra, or owned by threads not subscribed: {misfits[:3]}); it was not written by a "
+                         "sticky member of this group")
+
+
+def _sticky_applies(listener: ZKRebalancerListener) -> bool:
+    """Every member of the view must run the sticky assignor. A member that would join a group with members that do
+    not refuses (they compute range, it would compute sticky); one already in the group when such a member joins
+    computes range like them until it leaves, so the group still agrees."""
+    missing = sorted(m for m, r in listener.last_registrations.items() if STICKY not in r.modes)
+    if not missing:
+        return True
+    if not listener.ownership.owners() and listener.stats.rebalances <= 1:
+        raise ModeRefusedError(
+            f"{listener.consumer_id}: partition.assignment.strategy=sticky needs every member of group "
+            f"{listener.store.group} to set it, and {len(missing)} member(s) do not ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): set it on every member, or use range on this one")
+    log.warning("%s: %d member(s) without the sticky assignor (%s); assigning with range", listener.consumer_id,
+                len(missing), ", ".join(missing[:3]))
+    listener.events.emit(EventKind.STICKY_SKIPPED, members=missing)
+    return False

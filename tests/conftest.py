@@ -77,6 +77,7 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
     "lesson_run": ("slow",),  # tests/lesson/test_lesson_page.py: a lab run
     "lesson": ("slow",),  # tests/lesson/test_lesson_generations.py: a lab run
     "tmux": ("slow",),  # tests/watch/test_watch_tmux.py: a tmux server
+    "bare_venv": ("slow",),  # tests/test_install_without_extras.py: a fresh venv and pip install
 }
 
 # A marker that does for another: every `interop` test starts servers and original members, and `make check` leaves

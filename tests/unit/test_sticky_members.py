@@ -163,6 +163,27 @@ def test_one_join_releases_and_claims_only_the_partitions_that_move(memory_group
     assert sum(e["created"] for e in stickies) >= 1 and len({e["view"] for e in stickies}) >= 1
 
 
+def test_a_member_that_starts_from_another_previous_assignment_still_agrees_with_the_group(memory_group):
+    """One member's idea of the previous assignment is wrong (as a member's is after it missed views: it starts from
+    its own last record): every partition its own. Alone it would compute another assignment than the others and
+    keep conflicting with them; through the view's record the group settles on one assignment at once."""
+    topic = memory_group.topic("t", 12)
+    members = []
+    for i in range(3):
+        members.append(memory_group.member("g", f"c{i}", **STICKY_INCREMENTAL))
+        members[-1].create_message_streams({topic: 1})
+    settle(memory_group, members)
+    odd = members[1].listener
+    odd.sticky_previous = {tp: ConsumerThreadId(odd.consumer_id, 0) for tp in odd.sticky_previous}
+    joiner = memory_group.member("g", "c3", **STICKY_INCREMENTAL)
+    joiner.create_message_streams({topic: 1})
+    members.append(joiner)
+    owners = settle(memory_group, members)
+    assert all(m.listener.sticky_previous == members[0].listener.sticky_previous for m in members)
+    assert sorted(Counter(owners_by_member(owners).values()).values()) == [3, 3, 3, 3]
+    assert all(m.listener.stats.failures == 0 for m in members)
+
+
 # --- beside faithful members ---------------------------------------------------------------------------------------
 
 def test_a_new_sticky_member_refuses_a_group_of_range_members_in_one_line(memory_group):

@@ -26,10 +26,11 @@ def run(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def one_line(result, extra: str, what: str) -> None:
+def one_line(result, extra: str, what: str, note: str = "") -> None:
     assert result.exit_code == 1, result.output
     assert result.stdout == ""
-    assert result.stderr == f"error: {what} needs the '{extra}' extra: pip install 'zkconsumer[{extra}]'\n"
+    assert result.stderr == (f"error: {what} needs the '{extra}' extra: pip install 'zkconsumer[{extra}]'"
+                             + (f" ({note})" if note else "") + "\n")
 
 
 def test_require_names_the_extra_and_its_first_missing_module(without) -> None:
@@ -58,7 +59,7 @@ def test_help_lists_the_lab_as_needing_its_extra(without) -> None:
 
 def test_demo_without_the_lab_extra(without) -> None:
     without("lab")
-    one_line(run("demo"), "lab", "zkconsumer demo (the main job; `demo --consumer` needs no extra)")
+    one_line(run("demo"), "lab", "zkconsumer demo", "`zkconsumer demo --consumer` needs none")
 
 
 def test_cluster_up_tls_and_kraft_check_before_starting_anything(without, tmp_path) -> None:
@@ -72,7 +73,7 @@ def test_cluster_up_tls_and_kraft_check_before_starting_anything(without, tmp_pa
 def test_live_watch_without_its_extra(without) -> None:
     without("watch")
     one_line(run("watch", "--group", "g", "--zookeeper", "127.0.0.1:1"), "watch",
-             "zkconsumer watch (the live view; `watch --once` needs no extra)")
+             "the live view of zkconsumer watch", "`zkconsumer watch --once` needs none")
 
 
 def test_the_demo_help_shows_the_main_jobs_sizes() -> None:

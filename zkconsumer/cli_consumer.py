@@ -65,8 +65,8 @@ def register(main: click.Group, zookeeper_option: Callable, resolve_zookeeper: C
 
             run_demo(click.echo)
             return
-        run_main_job = extras.load("zkconsumer.lab.main_job:run_main_job", "lab",
-                                   "zkconsumer demo (the main job; `demo --consumer` needs no extra)")
+        run_main_job = extras.load("zkconsumer.lab.main_job:run_main_job", "lab", "zkconsumer demo",
+                                   "`zkconsumer demo --consumer` needs none")
         sizes = {} if values is None else {"values": values}
         run_main_job(out_dir, **sizes, process_mode=process_mode, predict_to=predict_to)
 

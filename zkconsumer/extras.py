@@ -35,8 +35,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 class MissingExtraError(UserError):
     """A command needs an extra that is not installed."""
 
-    def __init__(self, what: str, extra: str, module: str) -> None:
-        super().__init__(f"{what} needs the '{extra}' extra: pip install 'zkconsumer[{extra}]'")
+    def __init__(self, what: str, extra: str, module: str, note: str = "") -> None:
+        super().__init__(f"{what} needs the '{extra}' extra: pip install 'zkconsumer[{extra}]'"
+                         + (f" ({note})" if note else ""))
         self.extra = extra
         self.module = module  # the first of its modules found missing
 
@@ -50,16 +51,18 @@ def missing(extra: str) -> str | None:
     return next((module for module in EXTRAS[extra] if not _installed(module)), None)
 
 
-def require(extra: str, what: str) -> None:
-    """Raise MissingExtraError ("`what` needs the 'extra' extra: pip install ...") unless `extra` is installed."""
+def require(extra: str, what: str, note: str = "") -> None:
+    """Raise MissingExtraError ("`what` needs the 'extra' extra: pip install ... (`note`)") unless `extra` is
+    installed."""
     module = missing(extra)
     if module is not None:
-        raise MissingExtraError(what, extra, module)
+        raise MissingExtraError(what, extra, module, note)
 
 
-def load(target: str, extra: str | None = None, what: str = "") -> Any:
-    """The object `target` ("package.module:attr") names, imported now; with `extra`, `require(extra, what)` first."""
+def load(target: str, extra: str | None = None, what: str = "", note: str = "") -> Any:
+    """The object `target` ("package.module:attr") names, imported now; with `extra`, `require(extra, what, note)`
+    first."""
     if extra is not None:
-        require(extra, what or target)
+        require(extra, what or target, note)
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)

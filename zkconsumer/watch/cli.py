@@ -50,7 +50,7 @@ def watch(zookeeper: str | None, group: str, bootstrap: str | None, once: bool, 
     brokers = lag.parse_bootstrap(bootstrap) if bootstrap else None
     failed_after_ms = int(failed_after * 1000)
     if not once:
-        extras.require("watch", "zkconsumer watch (the live view; `watch --once` needs no extra)")
+        extras.require("watch", "the live view of zkconsumer watch", "`zkconsumer watch --once` needs none")
     if not once and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise click.UsageError("the live view needs a terminal; use --once for a plain-text snapshot")
     zk = ZkClient(connect, session_timeout_ms=10000, connection_timeout_ms=5000, log_id="watch").start()

@@ -17,9 +17,11 @@ java:
 
 # Apache Kafka 3.9 (the embedded broker) and the original 0.8.2.2 release, declared in zkconsumer/embedded/jvm/pom.xml:
 # resolved from Maven Central once into ~/.cache/zkconsumer/jvm (or $$ZKCONSUMER_JVM_CACHE), verified and reused
-# offline afterwards (docs/servers.md).
+# offline afterwards (docs/servers.md). Then the analysis driver's class-data archive, made once per java and Spark
+# install by a training analysis (docs/analysis.md, "The class-data archive").
 jvm: java $(STAMP)
 	@$(PY) -m zkconsumer.embedded.jvm
+	@$(PY) -m zkconsumer.lab.analysis.class_archive
 
 demo: jvm
 	$(VENV)/bin/zkconsumer demo

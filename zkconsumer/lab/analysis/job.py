@@ -32,7 +32,7 @@ from zkconsumer.errors import InputError
 from zkconsumer.lab.analysis.calibration import predict_held_out
 from zkconsumer.lab.analysis.chaos_tables import analyze_campaigns, is_campaign
 from zkconsumer.lab.analysis.held import Held, held_frame, hold, planned_whole
-from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver
+from zkconsumer.lab.analysis.local_spark import LOCAL_MASTER, configure_driver, driver_java_options
 from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
 from zkconsumer.lab.analysis.modes_tables import modes_frame, modes_order, modes_table, run_mode
@@ -65,10 +65,13 @@ class AnalysisResult:
 
 
 def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_MEMORY, *,
-            master: str | None = None) -> SparkSession:
+            master: str | None = None, java_options: str | None = None) -> SparkSession:
     """The active session, or a new one on `master` (a cluster's URL such as spark://host:7077; default
     local[2]). Under spark-submit (it starts the driver with PYSPARK_GATEWAY_PORT set) its --master and memory
-    are kept, and `master` is an error: spark-submit's must win."""
+    are kept, and `master` is an error: spark-submit's must win.
+
+    `java_options` are the driver JVM's options beyond its collector; None maps the class-data archive when
+    `make jvm` built one (local_spark.driver_java_options)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -83,10 +86,7 @@ def session(app: str = "zkconsumer-lab-analysis", driver_memory: str = DRIVER_ME
         # The JVM is started here, so its heap can still be chosen: the parsed lines are cached in it, and with
         # Spark's default of 1 GiB a million of them leave the collector busy (spark-submit users pass their own).
         builder = (builder.master(master or LOCAL_MASTER).config("spark.driver.memory", driver_memory)
-                   # A batch job's collector: the throughput one leaves both cores to the job, where G1's concurrent
-                   # marking competes with it; a million lines analyse 1.3-1.7 s sooner (docs/analysis.md, "What
-                   # the job costs")
-                   .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC"))
+                   .config("spark.driver.extraJavaOptions", driver_java_options(java_options)))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

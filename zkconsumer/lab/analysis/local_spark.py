@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 LOOPBACK = "127.0.0.1"
 LOCAL_MASTER = "local[2]"  # the project's default: the lab's machine has two cores
+# A batch job's collector: the throughput one leaves both cores to the job, where G1's concurrent marking competes
+# with it; a million lines analyse 1.3-1.7 s sooner (docs/analysis.md, "What the job costs")
+COLLECTOR = "-XX:+UseParallelGC"
 
 
 def driver_address() -> str:
@@ -42,3 +45,13 @@ def configure_driver(builder: SparkSession.Builder) -> SparkSession.Builder:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return builder.config("spark.driver.host", address).config("spark.driver.bindAddress", address)
 
+
+
+def driver_java_options(extra: str | None = None) -> str:
+    """The options of a driver JVM this process starts: the collector, then `extra`, or when None the class-data
+    archive's (class_archive.py: mapped when `make jvm` built it, else nothing)."""
+    if extra is None:
+        from zkconsumer.lab.analysis import class_archive
+
+        extra = class_archive.java_options()
+    return f"{COLLECTOR} {extra}".strip()

@@ -194,9 +194,10 @@ def local_session(cores: int = 2, *, reuse_workers: bool = True, master: str | N
     from pyspark.sql import SparkSession
 
     # nothing of Spark listens beyond loopback unless SPARK_LOCAL_IP says otherwise
-    from zkconsumer.lab.analysis.local_spark import configure_driver
+    from zkconsumer.lab.analysis.local_spark import configure_driver, driver_java_options
 
     session = configure_driver(SparkSession.builder.master(master or f"local[{cores}]").appName("zkconsumer-sim")
+                               .config("spark.driver.extraJavaOptions", driver_java_options())
                                .config("spark.python.worker.reuse", str(reuse_workers).lower())
                                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                                .config("spark.sql.shuffle.partitions", str(cores))).getOrCreate()

@@ -79,6 +79,7 @@ class ZKRebalancerListener:
         # The sticky assignor (rebalance/sticky_agreement.py): the last view's record this member installed, the
         # previous assignment it computes the next record from if it is the first of a view.
         self.sticky_previous: dict[TopicPartition, ConsumerThreadId] | None = None
+        self.sticky_view: str | None = None  # the view of that record
         self._session_renewed = False
         self._tasks: list[Callable[[], None]] = []
         self._shutting_down = sync.event()

@@ -94,7 +94,7 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext) -> dict[s
         if record is None:
             raise StaleViewError(f"the sticky assignment of view {view} was deleted as it was read: its writer left")
     _check_fits(view, record, context)
-    listener.sticky_previous = dict(record)
+    listener.sticky_previous, listener.sticky_view = dict(record), view
     listener.events.emit(EventKind.STICKY, view=view, created=created,
                          moved=None if previous is None else moved_partitions(previous, record))
     result: dict[str, Assignment] = {consumer: {} for consumer in context.consumers}

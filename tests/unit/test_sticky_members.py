@@ -61,7 +61,7 @@ def fake_listener(memory_group, consumer_id: str, previous, registrations) -> Si
     recorded: list = []
     events.subscribe(recorded.append)
     return SimpleNamespace(consumer_id=consumer_id, store=ZkGroupStore(client, "g"), assignor=StickyAssignor(),
-                           sticky_previous=previous, last_registrations=registrations, events=events,
+                           sticky_previous=previous, sticky_view=None, last_registrations=registrations, events=events,
                            ownership=SimpleNamespace(owners=dict), stats=RebalanceStats(rebalances=1),
                            recorded=recorded, client=client)
 
@@ -182,6 +182,31 @@ def test_a_member_that_starts_from_another_previous_assignment_still_agrees_with
     assert all(m.listener.sticky_previous == members[0].listener.sticky_previous for m in members)
     assert sorted(Counter(owners_by_member(owners).values()).values()) == [3, 3, 3, 3]
     assert all(m.listener.stats.failures == 0 for m in members)
+
+
+@pytest.mark.parametrize("modes", [STICKY_INCREMENTAL, STICKY_BARRIER], ids=["incremental", "barrier"])
+def test_the_group_agrees_again_after_the_writer_of_its_record_loses_its_session(memory_group, modes):
+    """The record of the group's view goes with its writer's session, and the writer's registration with it; the
+    writer comes back under a new session (the same view as before) and the group settles on one record again."""
+    topic = memory_group.topic("t", 10)
+    members = []
+    for i in range(4):
+        members.append(memory_group.member("g", f"c{i}", **modes))
+        members[-1].create_message_streams({topic: 1})
+    settle(memory_group, members)
+    for _ in range(2):
+        view = members[0].listener.sticky_view
+        assert all(m.listener.sticky_view == view for m in members)
+        writer_session = memory_group.admin.ephemeral_owner(layout.assignment_path("g", view))
+        writer = next(m for m in members if m.zk.session_id == writer_session)
+        memory_group.server.expire_session(writer_session)
+        path = layout.registration_path("g", writer.consumer_id)
+        wait_for(lambda writer=writer, old=writer_session, path=path: writer.zk.session_id != old
+                 and memory_group.admin.ephemeral_owner(path) == writer.zk.session_id, timeout=WAIT_S,
+                 message="the writer registered again under a new session")
+        owners = settle(memory_group, members)
+        assert all(m.listener.sticky_previous == members[0].listener.sticky_previous for m in members)
+        assert sorted(Counter(owners_by_member(owners).values()).values()) == [2, 2, 3, 3]
 
 
 # --- beside faithful members ---------------------------------------------------------------------------------------

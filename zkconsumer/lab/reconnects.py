@@ -19,9 +19,16 @@ Both sides count, over a window [start, end] of one run's trace records:
   `session_expired` between (kazoo reports LOST whenever the session did not survive), counted at the
   `connected` event's time;
 * **re-sent requests** R: the `resent` events of the members (a request the member's ZooKeeper client sent
-  again because its earlier send failed: zkconsumer/zookeeper/client.py, `on_resend`), plus the `setWatches`
-  requests on replacing connections (kazoo re-installs its watches on every reconnection; no member call sends
-  them). Each is one request on the wire that a join without losses does not send.
+  again because its earlier send failed: zkconsumer/zookeeper/client.py, `on_resend`), plus the *re-armed
+  watches* on the wire: a read that sets a watch (`watch` true), sent on a replacing connection, that answers no
+  notification. kazoo sends no setWatches; its watch recipes (ChildrenWatch, DataWatch) read their node again on
+  every reconnection, and a recipe's read the connection lost is retried by kazoo itself, neither through the
+  member's client. Each notification of a path to a member is answered by that member's next watched read of the
+  path (the re-read of docs/join-cost.md); a watched read that no notification is waiting for is a re-arm when it
+  went out on a replacing connection (on a member's first connection it is the watch's installation). A
+  notification the member missed because its connection dropped is answered by the recipe's read after the
+  reconnection, which therefore is no re-arm. Each re-sent request is one request on the wire that a join without
+  losses does not send.
 
 The wire and the events agree when the reconnections equal the connection losses; a window where they differ
 is reported as not attributed (a member that writes no `connection` events, the original 0.8.2.2 consumer, has
@@ -30,12 +37,11 @@ its reconnections on the wire only).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 RESENT = "resent"  # the lab member's event kind for one request sent again (zk_member.py)
-SET_WATCHES = "setWatches"
 
 
 @dataclass(frozen=True)
@@ -43,12 +49,12 @@ class Reconnects:
     reconnections: int = 0  # on the wire: accepted ConnectRequests that resumed a session
     losses: int = 0  # in the members' events: suspended, then connected in the same session
     resent: int = 0  # the members' `resent` events
-    set_watches: int = 0  # setWatches requests on replacing connections (wire)
+    rearmed: int = 0  # watched reads on replacing connections that answer no notification (wire)
 
     @property
     def re_sent(self) -> int:
         """R: the requests the window sent again because of its connection losses."""
-        return self.resent + self.set_watches
+        return self.resent + self.rearmed
 
     @property
     def agree(self) -> bool:
@@ -56,7 +62,7 @@ class Reconnects:
 
     @property
     def any(self) -> bool:
-        return bool(self.reconnections or self.losses or self.resent or self.set_watches)
+        return bool(self.reconnections or self.losses or self.resent or self.rearmed)
 
     def describe(self) -> str:
         """'2 connection losses, 37 re-sent' (or the disagreement), for one window."""
@@ -79,13 +85,18 @@ def _session(value: Any) -> str | None:
     return str(value)
 
 
-def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end: float | None = None) -> Reconnects:
+def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end: float | None = None, *,
+          within: Callable[[float], bool] | None = None) -> Reconnects:
     """The window's reconnections, connection losses and re-sent requests (the module docstring defines each).
     `records` are one run's trace records in any order; the whole run is read so that a member's state before the
-    window is known, and only what happens inside [start, end] is counted."""
+    window is known, and only what happens inside [start, end] (or where `within(ts)` holds: the analysis's
+    half-open change windows) is counted."""
+    def inside(ts: Any) -> bool:
+        return ts is not None and within(ts) if within is not None else _inside(ts, start, end)
+
     resuming: dict[tuple[Any, Any], str] = {}  # (link, conn) -> the session its ConnectRequest named
     replies: list[Mapping[str, Any]] = []
-    set_watches: list[Mapping[str, Any]] = []
+    watches: list[Mapping[str, Any]] = []  # notifications and watched reads, in the order the proxy saw them
     states: list[Mapping[str, Any]] = []
     resent = 0
     for r in records:
@@ -95,30 +106,43 @@ def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end:
                 resuming[(r.get("link"), r.get("conn"))] = _session(r.get("session_id"))
             elif kind == "connect_reply":
                 replies.append(r)
-            elif kind == "request" and r.get("op") == SET_WATCHES:
-                set_watches.append(r)
+            elif kind == "event" or (kind == "request" and r.get("watch")):
+                watches.append(r)
         elif r.get("type") == "member_event":
             if kind in ("connection", "session_expired"):
                 states.append(r)
-            elif kind == RESENT and _inside(r.get("ts"), start, end):
+            elif kind == RESENT and inside(r.get("ts")):
                 resent += 1
     replacing = {key for r in replies
                  if (key := (r.get("link"), r.get("conn"))) in resuming and (r.get("timeout_ms") or 0) > 0
                  and _session(r.get("session_id")) == resuming[key]}
     reconnections = sum(1 for r in replies if (r.get("link"), r.get("conn")) in replacing
-                        and _inside(r.get("ts"), start, end))
-    watches = sum(1 for r in set_watches if (r.get("link"), r.get("conn")) in replacing
-                  and _inside(r.get("ts"), start, end))
-    return Reconnects(reconnections, _losses(states, start, end), resent, watches)
+                        and inside(r.get("ts")))
+    return Reconnects(reconnections, _losses(states, inside), resent, _rearmed(watches, replacing, inside))
 
 
-def _losses(states: list[Mapping[str, Any]], start: float | None, end: float | None) -> int:
+def _rearmed(watches: list[Mapping[str, Any]], replacing: set[tuple[Any, Any]], inside: Callable[[Any], bool]) -> int:
+    waiting: dict[tuple[Any, Any], int] = {}  # (link, path) -> notifications not yet answered by a watched read
+    rearmed = 0
+    # a notification before the read it sets off: the proxy stamps frames read in one chunk with one time
+    for r in sorted(watches, key=lambda r: (r.get("ts") or 0.0, r.get("kind") != "event")):
+        key = (r.get("link"), r.get("path"))
+        if r.get("kind") == "event":
+            waiting[key] = waiting.get(key, 0) + 1
+        elif waiting.get(key):
+            waiting[key] -= 1
+        elif (r.get("link"), r.get("conn")) in replacing and inside(r.get("ts")):
+            rearmed += 1
+    return rearmed
+
+
+def _losses(states: list[Mapping[str, Any]], inside: Callable[[Any], bool]) -> int:
     previous: dict[Any, str] = {}  # member -> its last state: suspended, connected or lost
     losses = 0
     for r in sorted(states, key=lambda r: (r.get("ts") or 0.0, r.get("seq") or 0)):
         member = r.get("member")
         state = "lost" if r.get("kind") == "session_expired" else r.get("state")
-        if state == "connected" and previous.get(member) == "suspended" and _inside(r.get("ts"), start, end):
+        if state == "connected" and previous.get(member) == "suspended" and inside(r.get("ts")):
             losses += 1
         previous[member] = state
     return losses

@@ -69,6 +69,7 @@ class MemoryZkClient(ZkOperations):
         self._password: bytes | None = None
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._state_callbacks: list[Callable[[str], None]] = []
+        self._resend_callbacks: list[Callable[[str, str, str], None]] = []  # on_resend: never called
         # The recipes' session listeners: told of every transition at once, under the server lock (flags only).
         self._listeners: list[Callable[[str], None]] = []
         self._orphaned: list[Watcher] = []  # watchers dropped with the connection; kazoo resets them with NONE
@@ -139,6 +140,11 @@ class MemoryZkClient(ZkOperations):
         """Call `callback(state)` (must not block) on every connection state change: "connected", "suspended"
         (connection lost, session may survive) or "lost" (session expired or closed)."""
         self._state_callbacks.append(callback)
+
+    def on_resend(self, callback: Callable[[str, str, str], None]) -> None:
+        """As ZkClient's; never called here: a call waits out a suspension before it is sent (`suspend`), so no request
+        is lost in flight and none is sent again."""
+        self._resend_callbacks.append(callback)
 
     # --- faults (in-memory only) -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The class-data archive of the analysis driver's JVM: Spark's classes as they were loaded by a training run, mapped
 from one file when a later driver starts instead of being found, read, parsed and verified jar by jar again.
 
-    absent ──build (a training analysis in a child process, -XX:ArchiveClassesAtExit=TMP)──▶ TMP ──rename──▶ ready
+    absent ──build (class_training.py in a child process, -XX:ArchiveClassesAtExit)──▶ TMP ──rename──▶ ready
       ▲                                                                                                       │
       └──────────────────── another java or other Spark jars: a new key, so a new file ◀───────────────────────┘
 
@@ -33,7 +33,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,11 +42,9 @@ SUFFIX = ".jsa"
 # CDS reports why an archive was not mapped (another class path, another JVM build) as warnings on stdout: the
 # driver then simply runs without it, and the warning would only confuse a user.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-TRAINING_EVENTS = 40_000
-TRAINING_RUNS = 10
-TRAINING_PREDICT_TO = 64
 _TRAINING_TIMEOUT_S = 600
-_MODULE = "zkconsumer.lab.analysis.class_archive"  # run with -m, __name__ is "__main__"
+# the training run's module, named rather than imported: it starts an analysis, which maps this module's archive
+_TRAINING = "zkconsumer.lab.analysis.class_training"
 
 
 def _java() -> Path | None:
@@ -107,7 +104,7 @@ def build(*, force: bool = False) -> Path | None:
         tmp.unlink(missing_ok=True)
         try:
             # Spark's start-up chatter stays in the child's log; the parent shows it only when the training fails
-            child = subprocess.run([sys.executable, "-m", _MODULE, "--train", str(tmp)],
+            child = subprocess.run([sys.executable, "-m", _TRAINING, str(tmp)],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    check=False, text=True, timeout=_TRAINING_TIMEOUT_S)
             if child.returncode != 0 or not tmp.is_file() or tmp.stat().st_size == 0:
@@ -125,39 +122,10 @@ def build(*, force: bool = False) -> Path | None:
     return path
 
 
-def _train(out: Path) -> None:
-    """The training analysis: synthetic runs of both designs, with the simulation, in a JVM that writes the
-    classes it loaded to `out` when it exits."""
-    from pyspark import SparkContext
-
-    from zkconsumer.lab.analysis.job import analyze, session
-    from zkconsumer.lab.analysis.synthetic import generate
-
-    with tempfile.TemporaryDirectory(prefix="zkconsumer-cds-") as scratch:
-        root = Path(scratch)
-        generate(root / "runs", TRAINING_EVENTS, TRAINING_RUNS)
-        spark = session("zkconsumer-class-archive", java_options=f"-XX:ArchiveClassesAtExit={out} {QUIET}")
-        analyze([root / "runs"], root / "out", spark, predict_to=TRAINING_PREDICT_TO)
-        gateway = SparkContext._gateway
-        proc = getattr(gateway, "proc", None)
-        spark.stop()
-        if gateway is not None:
-            gateway.shutdown()
-        if proc is not None:
-            # Spark's gateway server exits when its stdin closes (PythonGatewayServer); the archive is written as it
-            # does, so wait for it here rather than leave it to this process's exit
-            proc.stdin.close()
-            proc.wait(timeout=_TRAINING_TIMEOUT_S)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the analysis driver's class-data archive (docs/analysis.md)")
     parser.add_argument("--force", action="store_true", help="build it again even if it exists")
-    parser.add_argument("--train", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.train is not None:
-        _train(args.train)
-        return 0
     began = time.monotonic()
     existed = (archive_path() or Path("/nonexistent")).is_file()
     try:

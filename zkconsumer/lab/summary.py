@@ -84,7 +84,7 @@ class RunSummary:
     partitions: int = 0  # every partition of the scenario's topics
     owner_conflicts: int = 0  # owner-node creates ZooKeeper refused (NodeExists): a join that raced
     # Connection losses in the window (reconnects.py): the wire's session reconnections, the members' losses, and
-    # the requests sent again after them (the members' `resent` events and kazoo's setWatches)
+    # the requests sent again after them (the members' `resent` events and kazoo's watches re-armed on the wire)
     reconnects: reconnects.Reconnects = field(default_factory=reconnects.Reconnects)
     # What the window cost the partitions (handover.py): owners changed, and partitions revoked from members that
     # got them back (the stop-the-world of an eager protocol); None where the run cannot tell

@@ -139,6 +139,9 @@ def timeline_figure(tl: Timeline) -> go.Figure:
 
 COMPARISON = [  # (label, runs column, digits)
     ("requests/chg", None, 1),  # the design's own: ZooKeeper requests or coordination requests (HERD_METRICS)
+    # a ZooKeeper connection that dropped and resumed its session, and what it sent again (per_run/losses.py)
+    ("connection losses", "connection_losses", 0),
+    ("re-sent/chg", "resent_requests_per_change", 1),
     ("notifications/chg", None, 1),
     ("rounds", "rounds", 0),  # broker-side: the group's generations or epochs; none on the ZooKeeper designs
     ("moved/chg", "partitions_moved_per_change", 1),
@@ -195,6 +198,9 @@ def comparison_table(runs: list[dict[str, Any]]) -> str:
             f"or the consumer protocol's group epochs, as the coordinator answered them); moved/chg: partitions "
             f"whose owner differs between the churn's start and end; revoked &amp; given back/chg: partitions a "
             f"member gave up in the churn and got back in it (the eager protocols' stop-the-world); "
+            f"connection losses: members' ZooKeeper connections that dropped and resumed their session in the churn "
+            f"(the members' events; the wire's reconnections must agree), re-sent/chg: the requests sent again after "
+            f"them (beside the requests, and in them: the protocol identities below name them); "
             f"conflicts: attempts that ended in an owner conflict, as the members "
             f"report them; owner NodeExists: owner-node creates ZooKeeper refused, counted on the wire.{original or ''}"
             f"</p>")

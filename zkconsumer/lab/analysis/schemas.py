@@ -68,6 +68,14 @@ _FIELDS: dict[str, T.DataType] = {
     "path": _STRING,  # ZooKeeper: owner-node creates and deletes are the original design's claims and releases
     "err": T.IntegerType(),
     "dropped": T.BooleanType(),  # a frame that met a blackhole (zkconsumer/lab/gaps.py)
+    # connection losses (zkconsumer/lab/reconnects.py): a ZooKeeper connection and the session its ConnectRequest
+    # named (raw text: a 64-bit id), the timeout its reply gave (0: expired), whether a read sets a watch, and a
+    # member's connection state
+    "conn": T.LongType(),
+    "watch": T.BooleanType(),
+    "session_id": _STRING,
+    "timeout_ms": T.LongType(),
+    "state": _STRING,
     # ConsumerGroupHeartbeat (KIP-848, docs/wire.md): the epoch a member sent and what it said it owns (null:
     # unchanged); the coordinator's answer: its epoch, the partitions of a new assignment (null: none), the interval
     "member_epoch": T.IntegerType(),

@@ -25,7 +25,7 @@ from zkconsumer.lab.analysis import delivery
 from zkconsumer.lab.analysis.held import TAG, Held, to_arrow_schema
 from zkconsumer.lab.analysis.migrate_tables import MIGRATE_TABLES
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
-from zkconsumer.lab.analysis.per_run import counts, frame, lines, migrate, ownership, schemas, tables
+from zkconsumer.lab.analysis.per_run import counts, frame, lines, losses, migrate, ownership, schemas, tables
 from zkconsumer.lab.analysis.per_run.core import attach
 from zkconsumer.lab.analysis.readers import local_path
 from zkconsumer.lab.analysis.schemas import TRACE_ERROR_SCHEMA
@@ -91,6 +91,9 @@ def _handover(run: pa.Table, windows: list[Row], bounds: Row | None,
         per_change.get(r["change_index"], {}).update(wire_rounds=r["wire_rounds"])
     for index, row in per_change.items():
         row["revoked_kept"] = kept_in.count(index) or None
+    lost_per_change, lost = losses.connection_losses(run, windows, bounds)
+    for index, row in lost_per_change.items():
+        per_change.setdefault(index, {}).update(row)
     churn = counts.churn_spans(bounds)
     if not churn:
         return per_change, None
@@ -99,6 +102,9 @@ def _handover(run: pa.Table, windows: list[Row], bounds: Row | None,
     rounds = counts.epoch_rounds(epochs, churn, (), lambda span: True)
     per_run["wire_rounds"] = rounds[0]["wire_rounds"] if rounds else 0
     per_run.update({k: v for k, v in (counts.identity_counts(run, windows) or {}).items() if k != "run_id"})
+    if lost is not None:  # connection losses over the churn (per_run/losses.py), and the re-sent per change
+        changes = (bounds or {}).get("changes")
+        per_run.update(lost, resent_requests_per_change=lost["resent_requests"] / changes if changes else None)
     for row in (*per_change.values(), per_run):
         row.pop("run_id", None)
         row.pop("s_start", None)

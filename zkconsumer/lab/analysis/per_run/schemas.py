@@ -69,7 +69,8 @@ CHANGES = schema(
     "revocations bigint, losses bigint, owner_conflicts bigint, unowned_partition_s double, convergence_s "
     "double, n_partitions bigint, overlaps bigint, overlap_s double, pauses bigint, max_pause_s double, "
     "median_pause_s double, noticing_s double, rebalancing_s double, noticed_by bigint, partitions_moved "
-    "bigint, revoked_kept bigint, rounds int")
+    "bigint, revoked_kept bigint, rounds int, zk_reconnections bigint, connection_losses bigint, "
+    "resent_requests bigint")
 RUNS = schema(
     "run_id string, path string, scenario string, case string, design string, process_mode string, repeat "
     "int, sweep_axis string, sweep_value double, members int, partitions int, session_timeout_ms int, "
@@ -88,7 +89,8 @@ RUNS = schema(
     "zk_notifications_per_change double, kafka_requests_per_change double, kafka_coordination_per_change "
     "double, kafka_heartbeats_per_change double, rebalance_notices_per_change double, "
     "partitions_moved_per_change double, revoked_kept_per_change double, noticing_s double, rebalancing_s "
-    "double, undecodable_streams bigint, blackholed_requests bigint, counting_gaps string")
+    "double, undecodable_streams bigint, blackholed_requests bigint, counting_gaps string, zk_reconnections "
+    "bigint, connection_losses bigint, resent_requests bigint, resent_requests_per_change double")
 MIGRATE_STEPS = schema(
     "run_id string, step int, member string, start_ts double, window_end double, produced bigint, "
     "consumed bigint, duplicates bigint, dead_time_s double, dead_from double, dead_to double, "

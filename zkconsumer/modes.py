@@ -1,7 +1,8 @@
-"""The opt-in modes beyond 0.8.2, named once: each is a set of `zkconsumer.*` consumer properties.
+"""The opt-in modes beyond 0.8.2, named once: each is a set of `zkconsumer.*` consumer properties (sticky sets
+`partition.assignment.strategy`).
 
-"faithful" sets nothing (Kafka 0.8.2.2's behaviour, byte for byte); "all" is every mode together. What each
-mode fixes, what it costs and whether it is safe beside faithful members: docs/modes.md.
+"faithful" sets nothing (Kafka 0.8.2.2's behaviour, byte for byte); "all" is every `zkconsumer.*` mode together.
+What each mode fixes, what it costs and whether it is safe beside faithful members: docs/modes.md.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ MODES: dict[str, dict[str, str]] = {
     "patient": {"zkconsumer.patient.membership.ms": str(PATIENT_WINDOW_MS)},
     "claim-on-deletion": {"zkconsumer.claim.on.deletion": "true"},
     "barrier": {"zkconsumer.consensus.barrier": "true"},
+    # a strategy, not a zkconsumer.* key: the sticky assignor every member agrees on (not part of "all")
+    "sticky": {"partition.assignment.strategy": "sticky"},
 }
 MODES["all"] = {k: v for name in ("incremental", "patient", "claim-on-deletion", "barrier")
                 for k, v in MODES[name].items()}

@@ -265,7 +265,8 @@ class ZkDriver:
         snapshot = read_group_snapshot(self._observer, env.group)
         if set(snapshot.registrations) != live:
             return False
-        strategy = env.case.scenario.zk.get("partition.assignment.strategy", "range")
+        # the members' strategy: a mode may set it (sticky), over the scenario's
+        strategy = {**env.case.scenario.zk, **self.mode_properties}.get("partition.assignment.strategy", "range")
         if not check_convergence(snapshot, get_assignor(strategy)).settled:
             return False
         self._refresh()  # still owning after the snapshot: no member started a rebalance while it was read

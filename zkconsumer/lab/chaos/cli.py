@@ -71,8 +71,9 @@ def _report(run_dir: Path) -> None:
               help="messages produced per second")
 @click.option("--kinds", default=None, metavar="KIND[,KIND]",
               help=f"only these fault kinds (default: all of {', '.join(f.FAULT_KINDS)})")
-@click.option("--mode", default="faithful", show_default=True, type=click.Choice(list(MODES)),
-              help="the members' opt-in mode (docs/modes.md); faithful is Kafka 0.8.2")
+@click.option("--mode", default="faithful", show_default=True, metavar="MODE[+MODE]",
+              help=f"the members' opt-in mode (docs/modes.md): one of {', '.join(MODES)}, or several joined with "
+                   "'+'; faithful is Kafka 0.8.2")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="the campaign's directory (must not exist): its history, logs and chaos.json")
 def chaos(fault_count: int, seed: int, members: int, partitions: int, duration_s: float | None, rate: float,

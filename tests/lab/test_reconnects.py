@@ -326,7 +326,7 @@ class _LossOnce:
 
 
 @pytest.mark.slow
-def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attributed(tmp_path, monkeypatch):
+def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attributed(tmp_path, monkeypatch, spark):
     from zkconsumer.lab.join_cost import accounted_requests
     from zkconsumer.lab.scenario import expand_cases, parse_scenario
     from zkconsumer.lab.session import LabSession
@@ -374,3 +374,19 @@ def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attr
         assert accounted == join_requests(3, 16)
         assert _identities(summary) == (f"1 hold: ZooKeeper requests: formula {join_requests(3, 16)} + re-sent "
                                         f"{found.re_sent} after 1 connection loss = measured {summary.zk_requests}")
+
+    # the Spark job reads every line of the real traces (the loss's events and records included) and counts the same
+    from zkconsumer.lab.analysis.job import analyze
+
+    result = analyze([tmp_path], tmp_path / "analysis", spark, predict_to=None)
+    assert result.bad_lines == 0
+    [run] = [r.asDict() for r in result.read(spark, "runs").collect()]
+    assert (run["zk_reconnections"], run["connection_losses"], run["resent_requests"]) == (1, 1, found.re_sent)
+    [change] = [r.asDict() for r in result.read(spark, "changes").collect() if r["counted"]]
+    assert (change["zk_reconnections"], change["connection_losses"], change["resent_requests"]) == (1, 1, found.re_sent)
+    if summary.conflicts == 0 and summary.owner_conflicts == 0:  # the analysis' identity, from the runs row
+        from zkconsumer.lab.analysis.predictions import identities as analysis_identities
+
+        [row] = [r for r in analysis_identities([run]) if r.metric == "ZooKeeper requests per join"]
+        assert row.holds and row.why.endswith(f"+ re-sent {found.re_sent} after 1 connection loss"), row
+        assert row.predicted == join_requests(3, 16) + found.re_sent == row.observed

@@ -73,8 +73,8 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
         console.print(f"verdict: {finding.text}", markup=False)
     headline = _prediction_headline(spark, result)
     spark.stop()  # the Spark JVM is ours too: stopped here, not left to the interpreter's exit
-    console.print("[brackets]: the simulation, mean over its seeds fixed in advance (predictions.SEEDS)",
-                  markup=False)
+    console.print("[brackets]: the simulation, mean over its seeds fixed in advance (predictions.SEEDS); it does not "
+                  "model connection losses, whose re-sent requests are in the observed counts only", markup=False)
     if headline is not None:
         console.print(f"simulation: {headline}", markup=False)
     console.print(f"done in {time.monotonic() - began:.0f} s; every server this job started is stopped")
@@ -103,7 +103,8 @@ def _prediction_headline(spark: Any, result: Any) -> str | None:
 
 def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -> Table:
     """Per N: each design's cost of one join, observed (and predicted where the simulation ran): the ZooKeeper
-    design's requests, notifications and conflicts, and per broker-side design its coordination requests
+    design's requests (with its connection losses and the requests re-sent after them), notifications and conflicts,
+    and per broker-side design its coordination requests
     (protocol_rules.is_coordination_request) and time to stable; for every design the partitions "stopped": revoked
     from a member that got them back (handover.py), the stop-the-world of the eager protocols."""
     from zkconsumer.lab.analysis.predictions import SIM_PREFIX, STABLE, mean_by_size
@@ -116,7 +117,8 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
     broker_side = [d for d in BROKER_SIDE_DESIGNS if any(r["design"] == d for r in runs)]
     prediction = mean_by_size(predicted)  # per N: the mean over the fixed seeds
     table = Table(title="one join into a group of N (per membership change; predicted in brackets)")
-    for column in ("N", "zk requests", "zk notifications", "zk conflicts", "zk stable s", "zk stopped",
+    for column in ("N", "zk requests", "zk losses / re-sent", "zk notifications", "zk conflicts", "zk stable s",
+                   "zk stopped",
                    *(f"{SHORT[d]} {label}" for d in broker_side for label in ("coord req", "stable s", "stopped"))):
         table.add_column(column, justify="right")
 
@@ -137,7 +139,10 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
             coordination, stable = predicted_columns.get(design, (None, None))
             cells += [cell(run, "kafka_coordination_per_change", coordination, n),
                       cell(run, "time_to_stable_s", stable, n, 1), cell(run, "revoked_kept_per_change", None, n)]
-        table.add_row(str(n), cell(zk, "zk_requests_per_change", "zk_requests", n),
+        # the join's ZooKeeper connection losses and the requests re-sent after them (in the requests; not simulated)
+        losses = ("-" if zk is None or zk.get("connection_losses") is None
+                  else f"{zk['connection_losses']} / {zk.get('resent_requests_per_change') or 0:.0f}")
+        table.add_row(str(n), cell(zk, "zk_requests_per_change", "zk_requests", n), losses,
                       cell(zk, "zk_notifications_per_change", "zk_notifications", n),
                       cell(zk, "conflicts", "zk_conflicts", n),
                       cell(zk, "time_to_stable_s", "zk_time_to_stable_s", n, 1),

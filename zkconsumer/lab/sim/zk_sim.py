@@ -12,6 +12,12 @@ stable again (docs/simulation.md).
 3. **Counting**: requests and notifications are the server's per-session counters of every member (the same
    counts the lab's proxy sees on the wire) between the change and the end; the run ends when no event is left.
    Time to stable: from the change to the last member's transition to `owning`, if the group converged.
+
+**Not modelled: connection losses.** A simulated member's connection never drops while its session lives (the
+virtual server answers every request it is sent), so a prediction never holds the requests a real member sends again
+after kazoo dropped its connection and resumed the session (the herd's starved connection threads on a busy host).
+A real run's re-sent requests (zkconsumer/lab/reconnects.py) are in its observed count; the lab summary and the
+analysis show them beside it, and the predictions' notes say this.
 """
 
 from __future__ import annotations

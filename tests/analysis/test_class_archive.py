@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis import class_archive
-from zkconsumer.lab.analysis.local_spark import COLLECTOR, driver_java_options
+from zkconsumer.lab.analysis.local_spark import COLLECTOR, LATE_C2, driver_java_options
 
 
 @pytest.fixture
@@ -44,11 +44,12 @@ def test_the_driver_maps_the_archive_only_when_it_exists(install: Path) -> None:
     path = class_archive.archive_path()
     assert path is not None
     assert class_archive.java_options() == ""
-    assert driver_java_options() == COLLECTOR
+    assert driver_java_options() == f"{COLLECTOR} {LATE_C2}"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={path}" in driver_java_options().split()
-    assert driver_java_options("-Xmx1g") == f"{COLLECTOR} -Xmx1g"  # options given: the caller's, not the archive's
+    # options given: the caller's, not the archive's
+    assert driver_java_options("-Xmx1g") == f"{COLLECTOR} {LATE_C2} -Xmx1g"
 
 
 def test_no_java_no_archive(install: Path, monkeypatch: pytest.MonkeyPatch) -> None:

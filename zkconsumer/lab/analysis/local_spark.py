@@ -29,6 +29,12 @@ LOCAL_MASTER = "local[2]"  # the project's default: the lab's machine has two co
 # A batch job's collector: the throughput one leaves both cores to the job, where G1's concurrent marking competes
 # with it; a million lines analyse 1.3-1.7 s sooner (docs/analysis.md, "What the job costs")
 COLLECTOR = "-XX:+UseParallelGC"
+# The JIT's last tier (C2) later than HotSpot's default (ten times the invocation, loop and compile thresholds): a
+# driver of the lab's analysis lives seconds, and C2 compiling the many warm methods of Spark's planning and code
+# generation costs more CPU than their faster code gives back; the parse's and shuffle's truly hot loops still reach
+# C2. Measured in docs/analysis.md, "What the job costs".
+LATE_C2 = ("-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 -XX:Tier4CompileThreshold=60000 "
+           "-XX:Tier4BackEdgeThreshold=400000")
 
 
 def driver_address() -> str:
@@ -48,10 +54,10 @@ def configure_driver(builder: SparkSession.Builder) -> SparkSession.Builder:
 
 
 def driver_java_options(extra: str | None = None) -> str:
-    """The options of a driver JVM this process starts: the collector, then `extra`, or when None the class-data
-    archive's (class_archive.py: mapped when `make jvm` built it, else nothing)."""
+    """The options of a driver JVM this process starts: the collector and the JIT's, then `extra`, or when None the
+    class-data archive's (class_archive.py: mapped when `make jvm` built it, else nothing)."""
     if extra is None:
         from zkconsumer.lab.analysis import class_archive
 
         extra = class_archive.java_options()
-    return f"{COLLECTOR} {extra}".strip()
+    return f"{COLLECTOR} {LATE_C2} {extra}".strip()

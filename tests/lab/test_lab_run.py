@@ -1,5 +1,9 @@
 """`zkconsumer lab run` end to end on the real servers: a short scenario on each design, Ctrl-C, a member that
-fails to start, an invalid scenario; and nothing (process or listening port) left behind."""
+fails to start, an invalid scenario; and nothing (process or listening port) left behind.
+
+The in-process runs share the suite's servers (`lab_servers`, tests/lab/conftest.py): no server starts per run.
+Only the Ctrl-C test runs `zkconsumer lab run` as a user does, in a child process that starts its own embedded
+ZooKeeper and Kafka, and checks that the interrupt stops them too."""
 
 from __future__ import annotations
 
@@ -18,9 +22,10 @@ from helpers import wait_for
 
 from zkconsumer.cli import main as cli_main
 from zkconsumer.lab import zk_driver
-from zkconsumer.lab.run import LabRunError
+from zkconsumer.lab.run import CaseRun, LabRunError
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.summary import RunSummary, summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 pytestmark = pytest.mark.slow
@@ -92,20 +97,27 @@ def assert_split_and_drawn(summary, records: list[dict], case) -> None:
     assert join["ts"] - settled >= case.steps[0].at
 
 
+def run_short(design: str, servers: LabServers, out: Path, process_mode: str | None = None,
+              text: str = SHORT) -> RunSummary:
+    """The scenario's one case on `design`, on the shared servers."""
+    scenario = parse_scenario(text.format(designs=f'["{design}"]') if text is SHORT else text, "inline")
+    [case] = expand_cases(scenario)
+    return summarize(CaseRun(case, design, servers, out, process_mode=process_mode).run())
+
+
 def port_closed(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_short_scenario_on_the_zookeeper_design(tmp_path):
+def test_short_scenario_on_the_zookeeper_design(lab_servers, tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
-    session = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out")
-    [summary] = session.run()
+    summary = run_short("zk", lab_servers, tmp_path / "out")
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["status"] == "completed" and manifest["design"] == "zk"
     assert manifest["versions"]["kazoo"] and manifest["servers"]["zookeeper"]["version"]
-    assert manifest["servers"]["broker"]["kind"] == "Apache Kafka"
+    # (the embedded broker's kind in the manifest: test_ctrl_c_stops_everything_and_marks_the_run_incomplete)
     records = list(read_traces(summary.path))
     types = {r["type"] for r in records}
     assert {"phase", "membership", "stable", "member_event", "wire", "owners", "mntr"} <= types
@@ -133,9 +145,8 @@ def test_short_scenario_on_the_zookeeper_design(tmp_path):
     assert summary.zk_requests == len(requests) > 0
 
 
-def test_thread_members_run_on_member_hosts_and_leave_nothing_behind(tmp_path):
-    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
-    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out", process_mode="threads").run()
+def test_thread_members_run_on_member_hosts_and_leave_nothing_behind(lab_servers, tmp_path):
+    summary = run_short("zk", lab_servers, tmp_path / "out", process_mode="threads")
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["process_mode"] == "threads"
     assert summary.changes == 2 and summary.rebalances == 5 and summary.zk_notifications >= 4
@@ -150,17 +161,16 @@ def test_thread_members_run_on_member_hosts_and_leave_nothing_behind(tmp_path):
     assert all(port_closed(p) for p in manifest["ports"]["zookeeper_proxy_links"].values())
 
 
-def test_a_member_host_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypatch):
+def test_a_member_host_that_cannot_start_is_reported_with_its_log(lab_servers, tmp_path, monkeypatch):
     monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
-    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
     with pytest.raises(LabRunError, match=r"member m\d is on host0, which exited with code 1: see .*host0\.log"):
-        LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out", process_mode="threads").run()
+        run_short("zk", lab_servers, tmp_path / "out", process_mode="threads")
     assert our_processes(str(tmp_path)) == []
 
 
-def test_short_scenario_on_the_coordinator_design(tmp_path):
+def test_short_scenario_on_the_coordinator_design(lab_servers, tmp_path):
     scenario = parse_scenario(SHORT.format(designs='["coordinator"]'), "inline")
-    [summary] = LabSession(scenario, expand_cases(scenario), ["coordinator"], tmp_path / "out").run()
+    summary = run_short("coordinator", lab_servers, tmp_path / "out")
     assert summary.completed and summary.design == "coordinator"
     records = list(read_traces(summary.path))
     generations = {r["generation"] for r in records if r["type"] == "generation" and r["kind"] == "assigned"}
@@ -175,11 +185,10 @@ def test_short_scenario_on_the_coordinator_design(tmp_path):
     assert our_processes(str(tmp_path)) == []
 
 
-def test_a_member_that_cannot_start_is_reported_with_its_log(tmp_path, monkeypatch):
+def test_a_member_that_cannot_start_is_reported_with_its_log(lab_servers, tmp_path, monkeypatch):
     monkeypatch.setattr(zk_driver, "PYTHON", "/bin/false")
-    scenario = parse_scenario(SHORT.format(designs='["zk"]'), "inline")
     with pytest.raises(LabRunError, match=r"member m\d exited with code 1: see .*m\d\.log"):
-        LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()
+        run_short("zk", lab_servers, tmp_path / "out")
     [manifest] = list((tmp_path / "out").glob("**/manifest.json"))
     data = json.loads(manifest.read_text())
     assert data["completed"] is False and data["status"] == "failed" and "exited with code 1" in data["error"]
@@ -208,6 +217,9 @@ def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
     assert b"interrupted" in output
     manifest = RunDirectory.load(out / "short-r0" / "zk")
     assert manifest["completed"] is False and manifest["status"] == "interrupted"
+    # the only run here on servers of its own: the manifest names the embedded ones
+    assert manifest["servers"]["broker"]["kind"] == "Apache Kafka" and manifest["servers"]["broker"]["embedded"]
+    assert manifest["servers"]["zookeeper"]["embedded"] is True and manifest["servers"]["zookeeper"]["version"]
     deadline = time.monotonic() + 10
     while our_processes(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -249,12 +261,11 @@ member = "newest"
 """
 
 
-def test_a_run_whose_last_change_never_settles_is_not_complete(tmp_path):
+def test_a_run_whose_last_change_never_settles_is_not_complete(lab_servers, tmp_path):
     # Only the last change may be what does not settle: the initial group's start (two member processes, slower on
     # a busy machine) waits on its own bound, start_timeout (docs/scenarios.md). A settle_timeout no start can meet
     # (0.1 s) makes the test fail at once if the start waited on it instead.
-    scenario = parse_scenario(UNSETTLED, "inline")
-    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()
+    summary = run_short("zk", lab_servers, tmp_path / "out", text=UNSETTLED)
     manifest = RunDirectory.load(summary.path)
     assert not summary.completed and not manifest["completed"] and manifest["status"] == "unsettled"
     assert "within settle_timeout (0 s) after the last change" in manifest["error"], manifest["error"]

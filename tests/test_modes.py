@@ -130,3 +130,39 @@ def test_a_mixed_group_converges(cluster, zk, members):
     wait_for(lambda: converged(zk, group, {topic: 9}), WAIT_S, message="mixed group settled")
     start(members, group, "late", topic)
     wait_for(lambda: converged(zk, group, {topic: 9}), WAIT_S, message="mixed group settled after a join")
+
+
+def sticky_settled(zk, group: str, partitions: int) -> dict:
+    """The owners once the group settled on the sticky assignor's fixed point, owning all `partitions`; else {}."""
+    from rebalance.assignors import StickyAssignor
+    from rebalance.convergence import check_convergence
+    from zkconsumer.zookeeper.group import read_group_snapshot
+
+    snapshot = read_group_snapshot(zk.zk_client, group)
+    result = check_convergence(snapshot, StickyAssignor())
+    return dict(snapshot.owners) if result.settled and len(result.expected) == partitions else {}
+
+
+def test_a_sticky_group_moves_only_what_must_move_and_refuses_a_faithful_newcomer(cluster, zk, members):
+    """Incremental sticky members on the real servers: one join into three over 12 partitions moves 3 (range: 6);
+    a faithful member joining later makes them compute range with it; a sticky newcomer refuses a faithful group."""
+    topic = cluster.create_topic(partitions=12)
+    group = unique("stk")
+    started = [start(members, group, name, topic, "incremental+sticky") for name in ("a", "b", "c")]
+    before = wait_for(lambda: sticky_settled(zk, group, 12), WAIT_S, message="sticky group settled")
+    registration = zk.text(layout.registration_path(group, f"{group}_a"))
+    assert registration.endswith(',"zkconsumer.modes":["sticky"]}'), registration
+    start(members, group, "d", topic, "incremental+sticky")
+    after = wait_for(lambda: len({o.rpartition("-")[0] for o in sticky_settled(zk, group, 12).values()}) == 4
+                     and sticky_settled(zk, group, 12), WAIT_S, message="sticky group settled after the join")
+    assert sum(1 for tp, owner in after.items() if before[tp] != owner) == 3
+    assert all(connector.rebalance_stats.failures == 0 for connector, _ in started)
+    start(members, group, "f", topic)  # faithful: the sticky members compute range with it
+    wait_for(lambda: converged(zk, group, {topic: 12}), WAIT_S, message="range with a faithful member")
+    assert all(recorder.of("sticky_skipped") for _, recorder in started)
+    other = unique("stkref")
+    start(members, other, "old", topic)
+    wait_for(lambda: converged(zk, other, {topic: 12}), WAIT_S, message="faithful member settled")
+    with pytest.raises(ConsumerRebalanceFailedError, match=r"assignment\.strategy=sticky needs every member"):
+        start(members, other, "new", topic, "sticky")
+    wait_for(lambda: zk.children(layout.ids_dir(other)) == [f"{other}_old"], WAIT_S, message="the refuser deregistered")

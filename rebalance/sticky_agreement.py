@@ -25,9 +25,11 @@ Why it is race-free:
 
 1. Content never changes while the node exists: it is only created, never set.
 2. The node disappears only when its writer's session ends, and a member writes only the record of a view that
-   contains itself (registered in that same session: a member re-registers after a new session before it
-   rebalances). So the record of view V disappears only when V stops being the group's view: the writer's
-   registration goes at the same moment, which fires every member's watch of the ids directory.
+   contains itself. A client has one session at a time, so while V is the group's view and its record exists, the
+   writer's registration in V and the record belong to the same session (a registration of an earlier session was
+   gone before the record was written; one of a later session was written after the record had gone). So the
+   record of V disappears only when V stops being the group's view: the writer's registration goes at the same
+   moment, which fires every member's watch of the ids directory.
 3. After the last change to the view every member gets a trigger and runs an attempt that reads the view afresh,
    then the record of that view. By 2 the record, once there, stays for as long as the view does, and by 1 its
    content is fixed: every member's last attempt installs the same assignment. Before that, a member acting on a

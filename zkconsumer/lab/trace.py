@@ -9,8 +9,9 @@ A run directory (one case of a scenario on one design):
 
 Every trace record is a JSON object with `v` (SCHEMA_VERSION), `type` (one of RECORD_TYPES), `ts` (wall-clock
 seconds, `time.time()`, comparable across the run's processes) and `design` (one of `designs.DESIGNS`); the
-other fields depend on the type and are listed in RECORD_TYPES and in docs/traces.md. Readers must ignore
-fields they do not know; a new field does not change the version, a changed meaning does.
+other fields depend on the type and are declared with their JSON types in the trace contract
+(`zkconsumer/trace_contract.py`, shared with the product; docs/traces.md). Readers must ignore fields they do not
+know; a new field does not change the version, a changed meaning does; a writer writes only declared fields.
 """
 
 from __future__ import annotations
@@ -32,36 +33,12 @@ from typing import Any
 
 from zkconsumer.event_log import JsonLinesWriter, LineErrors, read_json_lines
 from zkconsumer.lab.designs import DESIGNS
+from zkconsumer.trace_contract import RECORDS, SCHEMA_VERSION, problems
 
-SCHEMA_VERSION = 1
-
-# type -> required fields beyond v/type/ts/design (docs/traces.md has the meaning of each)
-RECORD_TYPES: dict[str, tuple[str, ...]] = {
-    "phase": ("phase",),  # setup | settled | churn | settling | done; one record when each begins
-    "membership": ("action", "members", "step"),  # a churn action applied: join, leave, kill, pause, ...
-    "member_event": ("member", "kind"),  # ZooKeeper design: a MemberEvent (rebalance/events.py), its fields flat
-    # broker-side designs: assigned | revoked | lost, with partitions; `generation` is the group's generation where
-    # the member's client tells it (kafka-python) and null where it cannot (librdkafka: its `round` instead), so it
-    # is not required (a JSON reader cannot tell null from absent)
-    "generation": ("member", "kind"),
-    "assignment": ("member", "partitions"),  # what a member owns now ("t/p" strings), either design
-    "consume": ("member", "topic", "partition", "first_offset", "last_offset", "count"),  # a batch handed out
-    "produce": ("topic", "partition", "first_offset", "last_offset", "count"),
-    "commit": ("member", "topic", "partition", "offset"),
-    "wire": ("proto", "kind"),  # a proxy record (zk: ZkRecord fields; kafka: KafkaRecord fields)
-    "owners": ("owners",),  # a snapshot of /consumers/<g>/owners: {"t/p": thread id}
-    "mntr": ("sample",),  # a ZooKeeper mntr sample
-    "stable": ("generation_or_rebalance", "duration_s"),  # the group settled after a membership change
-    # a member process's own threads, every zk_member.HEALTH_S: hangs and thread leaks show in them
-    "health": ("member", "threads", "pid"),
-    # the fault campaign (docs/chaos.md): its settings, each fault injected and healed, what the orchestrator saw of
-    # its member processes, and the observer's snapshots of the group's znodes
-    "campaign": ("phase", "settings"),  # start | end
-    "fault": ("fault_id", "kind", "phase", "target"),  # phase: start | heal; params
-    "member_exit": ("member", "pid", "code", "signal", "expected"),
-    "live": ("members",),  # the member processes that exist (paused ones included), whenever that changes
-    "group_view": ("ids", "owners", "offsets", "partitions"),
-}
+# The record types, their fields and types, and the version are the trace contract's (zkconsumer/trace_contract.py,
+# shared with the product); here, what the lab's readers check of each type: its required fields beyond v/type/ts/
+# design, in the contract's order (docs/traces.md has the meaning of each).
+RECORD_TYPES: dict[str, tuple[str, ...]] = {name: tuple(t.required) for name, t in RECORDS.items()}
 
 
 class TraceError(ValueError):
@@ -69,15 +46,17 @@ class TraceError(ValueError):
 
 
 def validate(record: Mapping[str, Any]) -> None:
+    """A record as a writer is about to write it, against the trace contract: its required fields, its type and
+    kind, and every field declared with its type, so that a new field reaches the contract (and the readers made
+    from it) with the change that writes it, not when a reader drops its lines."""
     for key in ("v", "type", "ts", "design"):
         if key not in record:
             raise TraceError(f"trace record without {key!r}: {dict(record)!r:.200}")
-    required = RECORD_TYPES.get(record["type"])
-    if required is None:
-        raise TraceError(f"unknown trace record type {record['type']!r}: one of {', '.join(RECORD_TYPES)}")
-    missing = [f for f in required if f not in record]
-    if missing:
-        raise TraceError(f"{record['type']} record without {', '.join(missing)}: {dict(record)!r:.200}")
+    if record["type"] not in RECORDS:
+        raise TraceError(f"unknown trace record type {record['type']!r}: one of {', '.join(RECORDS)}")
+    found = problems(record)
+    if found:
+        raise TraceError(f"{'; '.join(found)} (declare it in zkconsumer/trace_contract.py): {dict(record)!r:.200}")
 
 
 class TraceWriter:

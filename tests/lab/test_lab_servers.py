@@ -85,7 +85,8 @@ def broker_config(bootstrap: str, key: str) -> str:
     return configs[key]["value"]
 
 
-def test_broker_settings_reach_the_broker_and_a_change_restarts_it(tmp_path: Path) -> None:
+def test_broker_settings_reach_the_broker_and_a_change_restarts_it_and_embedded_servers_are_recorded(
+        tmp_path: Path) -> None:
     first = expand_cases(parse_scenario(DELAYED))[0]  # initial_rebalance_delay_ms = 3000
     servers = LabServers.start(tmp_path, broker_settings=broker_settings(first.scenario))
     try:
@@ -98,8 +99,18 @@ def test_broker_settings_reach_the_broker_and_a_change_restarts_it(tmp_path: Pat
         pid = servers.kafka.process.pid
         servers.configure_broker({DELAY: "0"})  # already so: no restart
         assert servers.kafka.process.pid == pid
+        # what an embedded run records of the servers it ran against
+        described = servers.describe()
+        srvr = four_letter_word(host_port(servers.zookeeper[0])[1], "srvr")
     finally:
         servers.stop()
+    zookeeper, broker = described["zookeeper"], described["broker"]
+    assert zookeeper["embedded"] is True and zookeeper["servers"][0]["mode"] == "standalone"
+    assert zookeeper["version"] and f"Zookeeper version: {zookeeper['version']}-" in srvr
+    assert (broker["embedded"], broker["kind"], broker["mode"]) == (True, "Apache Kafka", "ZooKeeper")
+    assert broker["version"] == jvm.classpath(jvm.KAFKA_BROKER).version_of("kafka_2.13") is not None
+    assert broker["cluster_id"] and broker["controller_id"] == 1
+    assert broker["api_versions"]["JoinGroup"][1] >= 5 and broker["settings"][DELAY] == "0"
 
 
 def test_the_initial_rebalance_delay_holds_the_first_join_and_gathers_the_group(tmp_path: Path) -> None:
@@ -113,22 +124,6 @@ def test_the_initial_rebalance_delay_holds_the_first_join_and_gathers_the_group(
     assert delayed.first_owned_s is not None and delayed.first_owned_s >= 3.0
     assert delayed.rebalances == 1
     assert immediate.first_owned_s is not None and immediate.first_owned_s < delayed.first_owned_s
-
-
-def test_an_embedded_run_records_the_servers_it_ran_against(tmp_path: Path) -> None:
-    servers = LabServers.start(tmp_path / "servers")
-    try:
-        described = servers.describe()
-        srvr = four_letter_word(host_port(servers.zookeeper[0])[1], "srvr")
-    finally:
-        servers.stop()
-    zookeeper, broker = described["zookeeper"], described["broker"]
-    assert zookeeper["embedded"] is True and zookeeper["servers"][0]["mode"] == "standalone"
-    assert zookeeper["version"] and f"Zookeeper version: {zookeeper['version']}-" in srvr
-    assert (broker["embedded"], broker["kind"], broker["mode"]) == (True, "Apache Kafka", "ZooKeeper")
-    assert broker["version"] == jvm.classpath(jvm.KAFKA_BROKER).version_of("kafka_2.13") is not None
-    assert broker["cluster_id"] and broker["controller_id"] == 1
-    assert broker["api_versions"]["JoinGroup"][1] >= 5 and broker["settings"][DELAY] == "0"
 
 
 def test_an_external_run_records_what_the_external_servers_tell(tmp_path: Path, proxied_kafka) -> None:

@@ -1,119 +1,72 @@
 """Explicit Spark schemas of what the job reads (trace lines, manifests) and of the nested JSON it re-parses.
 
-Nothing is inferred: a trace line is parsed with `TRACE_SCHEMA`, so a line whose declared fields have the wrong
-type is caught (the parser's corrupt-record column), not silently widened. Only the fields the job uses are
-declared (readers ignore the others, docs/traces.md), plus every field `RECORD_TYPES` requires, so the required
-check sees them.
+Nothing is inferred. A trace line is parsed with `TRACE_SCHEMA`, which is generated from the trace contract
+(`zkconsumer/trace_contract.py`): one column per field name the contract declares, so a field added there is a
+column here, and a line whose fields have the wrong type is caught (the parser's corrupt-record column), not
+silently widened.
 
-Fields whose JSON type differs between record kinds are declared as strings: Spark keeps the raw JSON text of any
-value for a string field, and the job re-parses it per kind with the sub-schemas below. `partitions` is a list of
-"topic/partition" in `fetchers_stopped`, `generation` and `assignment` records but a count in `state` events;
-`offsets`, `owners` and `sample` are objects.
+A field whose JSON type differs between record types or kinds (the contract's `column_types()` gives it no one
+type) is a string column: Spark keeps the raw JSON text of any value for a string field, and the job re-parses it
+per kind with the sub-schemas below. So a kind that gives a known name another type (a list here, a count there)
+never makes the lines of either unreadable. Today: `partitions` is a list of "topic/partition" in
+`fetchers_stopped`, `generation` and `assignment` records, a count in `state` events and an object in
+`group_view`; objects (`offsets`, `owners`, `sample`, ...), lists of anything and 64-bit ids (`session_id`) are kept
+as text too, and `added`/`remaining` (`RAW_TEXT`) because the job reads them as it reads `partitions`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import types as T
 
-from zkconsumer.lab.trace import RECORD_TYPES
+from zkconsumer.trace_contract import RECORDS, FieldType, RecordType, column_types
 
 CORRUPT = "_corrupt"  # the parser's corrupt-record column: the raw line when it did not fit TRACE_SCHEMA
 BASE_FIELDS = ("v", "type", "ts", "design")
 
 _STRING = T.StringType()
-_FIELDS: dict[str, T.DataType] = {
-    "v": T.IntegerType(),
-    "type": _STRING,
-    "ts": T.DoubleType(),
-    "design": _STRING,
-    # phase, membership, stable
-    "phase": _STRING,
-    "action": _STRING,
-    "members": T.ArrayType(_STRING),
-    "step": T.IntegerType(),
-    "generation_or_rebalance": T.LongType(),
-    "duration_s": T.DoubleType(),
-    # member_event, generation, assignment
-    "member": _STRING,
-    "kind": _STRING,
-    "seq": T.LongType(),
-    "result": _STRING,
-    "error": _STRING,  # raw: null, a message, or anything a future writer puts there
-    "partitions": _STRING,  # raw JSON: see the module docstring
-    # generation records of the incremental protocols (cooperative, consumer): what one callback added, and what a
-    # partial revoke left the member (raw JSON lists, like `partitions`); `round` numbers a member's assignments
-    "added": _STRING,
-    "remaining": _STRING,
-    "round": T.LongType(),
-    "offsets": _STRING,  # raw JSON object {"t/p": offset}
-    "generation": T.LongType(),
-    "pid": T.LongType(),
-    "incarnation": T.LongType(),
-    # consume, produce, commit
-    "topic": _STRING,
-    "partition": T.IntegerType(),
-    "offset": T.LongType(),
-    "first_offset": T.LongType(),
-    "last_offset": T.LongType(),
-    "count": T.LongType(),
-    # wire
-    "proto": _STRING,
-    "link": _STRING,
-    "client_id": _STRING,
-    "op": _STRING,
-    "opcode": T.IntegerType(),
-    "api_name": _STRING,
-    "api_key": T.IntegerType(),
-    "error_name": _STRING,
-    "path": _STRING,  # ZooKeeper: owner-node creates and deletes are the original design's claims and releases
-    "err": T.IntegerType(),
-    "dropped": T.BooleanType(),  # a frame that met a blackhole (zkconsumer/lab/gaps.py)
-    # connection losses (zkconsumer/lab/reconnects.py): a ZooKeeper connection and the session its ConnectRequest
-    # named (raw text: a 64-bit id), the timeout its reply gave (0: expired), whether a read sets a watch, and a
-    # member's connection state
-    "conn": T.LongType(),
-    "watch": T.BooleanType(),
-    "session_id": _STRING,
-    "timeout_ms": T.LongType(),
-    "state": _STRING,
-    # ConsumerGroupHeartbeat (KIP-848, docs/wire.md): the epoch a member sent and what it said it owns (null:
-    # unchanged); the coordinator's answer: its epoch, the partitions of a new assignment (null: none), the interval
-    "member_epoch": T.IntegerType(),
-    "owned": T.IntegerType(),
-    "epoch_after": T.IntegerType(),
-    "assigned": T.IntegerType(),
-    "heartbeat_interval_ms": T.IntegerType(),
-    # owners, mntr
-    "owners": _STRING,
-    "sample": _STRING,
-    # the fault campaign (docs/analysis.md, "The fault campaign"): fault windows and group_view snapshots
-    "fault_id": T.LongType(),
-    "target": _STRING,
-    "params": _STRING,  # raw JSON object: hold_s and the fault's own settings
-    "ids": _STRING,  # group_view: raw JSON object {consumer_id: registration}
-    "settings": _STRING,
-    "threads": T.LongType(),
-    "code": T.IntegerType(),
-    "signal": T.IntegerType(),
-    "expected": T.BooleanType(),
+# The Spark type of each contract type; None: the raw JSON text, re-parsed by whoever reads it.
+SPARK_TYPES: dict[FieldType, T.DataType | None] = {
+    FieldType.INT: T.IntegerType(),
+    FieldType.LONG: T.LongType(),
+    FieldType.FLOAT: T.DoubleType(),
+    FieldType.STR: _STRING,
+    FieldType.BOOL: T.BooleanType(),
+    FieldType.STR_LIST: T.ArrayType(_STRING),
+    FieldType.LIST: None,
+    FieldType.OBJECT: None,
+    FieldType.ID: None,  # a 64-bit id: its text, never a number the job computes with
 }
+# Lists of "topic/partition" the job re-parses with PARTITION_LIST from their text, as it does `partitions`.
+RAW_TEXT = ("added", "remaining")
 
-_missing = {f for fields in RECORD_TYPES.values() for f in fields} - set(_FIELDS)
-if _missing:  # a new required field in trace.py must be declared here, or the required check cannot see it
-    raise RuntimeError(f"analysis schema lacks required trace fields: {sorted(_missing)}")
 
-TRACE_FIELDS: tuple[str, ...] = tuple(_FIELDS)
-# What the metrics read; the others are parsed only for the required-field check. The job keeps these columns of
-# every good line in memory, so the list is kept short.
-RECORD_FIELDS: tuple[str, ...] = tuple(f for f in _FIELDS if f not in (
-    "v", "seq", "error", "pid", "incarnation", "offset", "count", "owners", "sample", "ids", "settings", "threads",
-    "code", "signal", "expected", "remaining", "round", "heartbeat_interval_ms"))
+def trace_fields(records: Mapping[str, RecordType] = RECORDS) -> dict[str, T.DataType]:
+    """The Spark type of every field name of the contract: its one type's, or text where types differ."""
+    return {name: (None if ftype is None or name in RAW_TEXT else SPARK_TYPES[ftype]) or _STRING
+            for name, ftype in column_types(records).items()}
+
+
+def trace_schema(records: Mapping[str, RecordType] = RECORDS) -> T.StructType:
+    return T.StructType([T.StructField(name, dtype) for name, dtype in trace_fields(records).items()]
+                        + [T.StructField(CORRUPT, _STRING)])
+
+
+TRACE_SCHEMA = trace_schema()
+TRACE_FIELDS: tuple[str, ...] = tuple(f.name for f in TRACE_SCHEMA.fields if f.name != CORRUPT)
+# What the metrics read; the others are parsed for the checks only (required fields, types). The job keeps these
+# columns of every good line in memory, so the list is kept short.
+RECORD_FIELDS: tuple[str, ...] = (
+    "type", "ts", "design", "phase", "action", "members", "step", "generation_or_rebalance", "duration_s", "member",
+    "kind", "result", "partitions", "added", "offsets", "generation", "topic", "partition", "first_offset",
+    "last_offset", "proto", "link", "client_id", "op", "opcode", "api_name", "api_key", "error_name", "path", "err",
+    "dropped", "conn", "watch", "session_id", "timeout_ms", "state", "member_epoch", "owned", "epoch_after",
+    "assigned", "fault_id", "target", "params")
 # What only the fault campaign's tables read (chaos_tables.py): left out of what each run's analysis is sent, since
 # every column of every record costs in the grouped map (its shuffle and its Arrow batches).
 CAMPAIGN_FIELDS = ("fault_id", "target", "params")
 RUN_FIELDS: tuple[str, ...] = tuple(f for f in RECORD_FIELDS if f not in CAMPAIGN_FIELDS)
-TRACE_SCHEMA = T.StructType([T.StructField(name, dtype) for name, dtype in _FIELDS.items()]
-                            + [T.StructField(CORRUPT, _STRING)])
 
 PARTITION_LIST = T.ArrayType(_STRING)
 OFFSET_MAP = T.MapType(_STRING, T.LongType())

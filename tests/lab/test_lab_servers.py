@@ -1,55 +1,26 @@
 """The lab's servers on Apache Kafka: broker settings that reach the broker (and a restart when a case needs other
-ones), manifests that record what the runs really ran against (embedded and external servers), and a topic grown
-by add_partitions on the broker, owned and consumed on both designs, with the load producer never on the proxy."""
+ones), and manifests that record what the runs really ran against (embedded and external servers). A topic grown
+by add_partitions (the broker's and the controller's views agree, owned and consumed on both designs, the load
+producer never on the proxy) is checked on the shipped add-partitions run (test_shipped_scenarios.py)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
-from zkconsumer.admin import describe_topic
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import four_letter_word
-from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
 from zkconsumer.lab.servers import LabServers, broker_settings
 from zkconsumer.lab.session import LabSession
-from zkconsumer.lab.summary import summarize
-from zkconsumer.lab.trace import RunDirectory, read_traces
+from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire.tcp import host_port
-from zkconsumer.zookeeper.client import ZkClient
 
 pytestmark = pytest.mark.slow
 DELAY = "group.initial.rebalance.delay.ms"
 
-GROW = """
-name = "grow"
-description = "two members; their topic grows from 2 to 4 partitions under load"
-duration = 8.0
-seed = 5
-settle_timeout = 40.0
-[group]
-members = 2
-topics = [{ name = "grow", partitions = 2 }]
-[zk]
-"zookeeper.session.timeout.ms" = 4000
-"rebalance.backoff.ms" = 200
-"auto.offset.reset" = "smallest"
-[coordinator]
-session_timeout_ms = 2000
-heartbeat_interval_ms = 500
-metadata_max_age_ms = 1000
-[load]
-rate = 100.0
-[[churn]]
-at = 0.5
-action = "add_partitions"
-topic = "grow"
-total = 4
-"""
 
 DELAYED = """
 name = "delayed"
@@ -143,52 +114,3 @@ def test_an_external_run_records_what_the_external_servers_tell(tmp_path: Path, 
     assert broker["settings_applied"] is False and broker["settings_wanted"] == {DELAY: "3000"}
     # the external broker was left as it was, and the manifest says what it really ran with
     assert broker_config(proxied_kafka.direct, DELAY) == "0" == broker["settings"][DELAY]
-
-
-def test_add_partitions_grows_the_topic_and_both_designs_consume_the_new_partitions(tmp_path: Path) -> None:
-    scenario = parse_scenario(GROW)
-    [case] = expand_cases(scenario)
-    servers = LabServers.start(tmp_path / "servers", broker_settings=broker_settings(case.scenario))
-    try:
-        runs = {design: CaseRun(case, design, servers, tmp_path / "out").run() for design in ("zk", "coordinator")}
-        admin = KafkaAdminClient(bootstrap_servers=servers.broker, client_id="test-describe")
-        try:
-            topics = {t["name"]: len(t["partitions"]) for t in admin.describe_topics()}
-        finally:
-            admin.close()
-        with ZkClient(servers.direct_zookeeper, session_timeout_ms=10000) as zk:
-            in_zookeeper = {name: len(describe_topic(zk, name)) for name in topics if name.startswith("grow-")}
-    finally:
-        servers.stop()
-    grown = {name: count for name, count in topics.items() if name.startswith("grow-")}
-    assert sorted(grown.values()) == [4, 4] and in_zookeeper == grown  # the broker's and the controller's view
-    for design, path in runs.items():
-        summary = summarize(path)
-        assert summary.completed and summary.stable_s, design
-        records = list(read_traces(path))
-        (topic,) = {r["topic"] for r in records if r["type"] == "membership" and r["action"] == "add_partitions"}
-        produced, consumed = defaultdict(set), defaultdict(set)
-        for r in records:
-            if r["type"] in ("produce", "consume") and r["topic"] == topic:
-                into = produced if r["type"] == "produce" else consumed
-                into[r["partition"]].update(range(r["first_offset"], r["last_offset"] + 1))
-        assert {2, 3} <= set(produced), design  # the load producer found the new partitions
-        for partition, offsets in produced.items():
-            assert offsets <= consumed[partition], (design, partition)  # every message, old and new partitions
-        owned = _owned_at_the_end(records, design)
-        assert owned == {f"{topic}/{p}" for p in range(4)}, design
-        kafka = [r for r in records if r["type"] == "wire" and r["proto"] == "kafka"]
-        assert kafka and {r["link"] for r in kafka} <= {"m0", "m1"}, design  # no lab-load, no admin
-
-
-def _owned_at_the_end(records: list[dict], design: str) -> set[str]:
-    if design == "zk":  # the last snapshot before the members were stopped
-        done = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done")
-        snapshots = [r["owners"] for r in sorted(records, key=lambda r: r["ts"]) if r["type"] == "owners"
-                     and r["ts"] <= done]
-        return set(snapshots[-1])
-    latest: dict[str, list[str]] = {}
-    for r in sorted(records, key=lambda r: r["ts"]):
-        if r["type"] == "generation" and r["kind"] == "assigned":
-            latest[r["member"]] = r["partitions"]
-    return {p for partitions in latest.values() for p in partitions}

@@ -3,7 +3,10 @@ tests/lesson): the shipped file is loaded, shrunk (fewer members and partitions,
 slower load, the first sweep value) with the same actions on the same members, validated like a file, and run on
 the suite's servers. Each run must complete (its last change settled), count in full (no counting gap), end with
 every partition owned by the members that should be live, deliver every produced message, and show what the
-scenario is about."""
+scenario is about.
+
+The add-partitions run also checks the grown topic on the servers (the broker's view equals the controller's in
+ZooKeeper) and that only members talk to the broker through the lab's Kafka proxy."""
 
 from __future__ import annotations
 
@@ -16,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.admin import KafkaAdminClient
 from test_actions import claimed_owners
 
+from zkconsumer.admin import describe_topic
 from zkconsumer.lab.run import CaseRun
 from zkconsumer.lab.run_state import IllegalTransition, RunState
 from zkconsumer.lab.scenario import expand_cases, validate_scenario
+from zkconsumer.lab.servers import LabServers
 from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, read_traces
+from zkconsumer.zookeeper.client import ZkClient
 
 pytestmark = pytest.mark.slow
 SESSION_MS = 2000
@@ -149,6 +156,13 @@ def test_a_shipped_scenario_runs_small(name: str, design: str, lab_servers, tmp_
     assert set(owners.values()) <= members - (gone - back), owners
     _delivered(records)
     SHOWS[name](records, design, summary)
+    if name == "add-partitions":
+        _grown_on_the_servers(lab_servers, topic_name, partitions)
+        _only_members_on_the_proxy(records, members, design)
+        if design == "zk":  # the run's own snapshots of the owners in ZooKeeper agree with the members' claims
+            done = next(r["ts"] for r in records if r["type"] == "phase" and r["phase"] == "done")
+            snapshots = [r["owners"] for r in records if r["type"] == "owners" and r["ts"] <= done]
+            assert set(snapshots[-1]) == set(owners), snapshots[-1]
 
 
 def _delivered(records: list[dict[str, Any]]) -> None:
@@ -162,6 +176,24 @@ def _delivered(records: list[dict[str, Any]]) -> None:
         assert offsets <= consumed[tp], (tp, sorted(offsets - consumed[tp])[:5])
 
 
+def _grown_on_the_servers(servers: LabServers, topic: str, partitions: int) -> None:
+    """The broker's view of the grown topic (Metadata) is the controller's (its znode in ZooKeeper)."""
+    admin = KafkaAdminClient(bootstrap_servers=servers.broker, client_id="test-describe")
+    try:
+        [described] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    with ZkClient(servers.direct_zookeeper, session_timeout_ms=10000) as zk:
+        in_zookeeper = len(describe_topic(zk, topic))
+    assert len(described["partitions"]) == in_zookeeper == partitions, (described, in_zookeeper)
+
+
+def _only_members_on_the_proxy(records: list[dict[str, Any]], members: set[str], design: str) -> None:
+    """The members' Kafka traffic goes through the lab's Kafka proxy; the load producer's and the admin's never do."""
+    kafka = [r for r in records if r["type"] == "wire" and r["proto"] == "kafka"]
+    assert kafka and {r["link"] for r in kafka} <= members, (design, {r["link"] for r in kafka} - members)
+
+
 def _events(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [r for r in records if r["type"] == "member_event" and r["kind"] == kind]
 
@@ -172,6 +204,7 @@ def _after(records: list[dict[str, Any]], action: str) -> float:
 
 def _shows_growth(records, design, summary) -> None:
     assert any(r["type"] == "produce" and r["partition"] >= 4 for r in records)  # the load found the new ones
+    assert summary.stable_s  # the growth's change was timed to stable
 
 
 def _shows_crash(records, design, summary) -> None:

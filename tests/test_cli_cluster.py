@@ -30,35 +30,48 @@ def our_processes(state: dict) -> list[ProcessRecord]:
     return records + [ProcessRecord.from_dict(b["process"]) for b in state["brokers"] if b.get("process")]
 
 
-def test_three_server_cluster_status_topic_tree_and_down(tmp_path: Path):
+def test_three_server_three_broker_cluster_status_topics_replication_tree_and_down(tmp_path: Path):
+    """One multi-JVM cluster (3 ZooKeeper servers, 3 brokers) for both: the ensemble's modes, the brokers'
+    registrations and their one controller, topics created by name (and refused again), replicated over the three
+    brokers with leadership spread, the tree Kafka wrote, and `down` stopping every process."""
     base = tmp_path / "cluster"
-    up = run("cluster", "up", "--zk-servers", "3", "--dir", str(base))
+    up = run("cluster", "up", "--zk-servers", "3", "--brokers", "3", "--dir", str(base))
     assert "zookeeper.connect=127.0.0.1:" in up.stdout and "bootstrap.servers=127.0.0.1:" in up.stdout
     state = json.loads((base / "state.json").read_text())
     records = our_processes(state)
-    assert len(records) == 4
+    assert len(records) == 6
+    env = {**os.environ, "ZKCONSUMER_CLUSTER_DIR": str(base)}
     try:
         status = run("cluster", "status", "--dir", str(base)).stdout
         modes = [line.rsplit(" ", 1)[1] for line in status.splitlines() if line.startswith("zookeeper server")]
         assert sorted(modes) == ["follower", "follower", "leader"], status
-        # The broker registered itself and, being alone, is the controller.
-        assert next(line for line in status.splitlines() if line.startswith("kafka broker")).endswith(
-            " up controller"), status
+        # Each broker registered itself; exactly one of them is the controller.
+        lines = [line for line in status.splitlines() if line.startswith("kafka broker")]
+        assert [line.split()[2] for line in lines] == ["1", "2", "3"] and all(" up" in line for line in lines)
+        assert sum(line.endswith(" up controller") for line in lines) == 1, status
 
         zk = state["zookeeper.connect"]
         assert "created topic clicks" in run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk).stdout
         again = run("topic", "create", "clicks", "--partitions", "3", "--zookeeper", zk, check=False)
         assert again.returncode == 1 and "already exists" in again.stderr and again.stderr.count("\n") == 1
         assert "topics: clicks" in run("cluster", "status", "--dir", str(base)).stdout
+
+        run("topic", "create", "r3", "--partitions", "3", "--replication-factor", "3", env=env)
+        rows = [line.split("\t") for line in run("topic", "describe", "r3", env=env).stdout.splitlines()[1:]]
+        assert all(sorted(row[4][10:].split(",")) == ["1", "2", "3"] for row in rows), rows
+        assert len({row[3] for row in rows}) == 3, rows  # leadership spread over the three brokers
+
         tree = run("zk", "tree", "/brokers", "--zookeeper", zk).stdout
-        # Written by Kafka itself: its registration (ephemeral) and, by its controller, the partition states.
-        assert "/brokers/ids/1 [ephemeral owner=0x" in tree
-        assert '"leader":1,' in next(line for line in tree.splitlines()
-                                     if line.startswith("/brokers/topics/clicks/partitions/2/state = "))
+        # Written by Kafka itself: the registrations (ephemeral) and, by its controller, the partition states.
+        assert all(f"/brokers/ids/{i} [ephemeral owner=0x" in tree for i in (1, 2, 3)), tree
+        [clicks] = [line for line in tree.splitlines()
+                    if line.startswith("/brokers/topics/clicks/partitions/2/state = ")]
+        assert any(f'"leader":{i},' in clicks for i in (1, 2, 3)), clicks
     finally:
         down = run("cluster", "down", "--dir", str(base), check=False)
     assert down.returncode == 0, down.stderr
     assert not any(is_running(r) for r in records)
+    assert _processes_mentioning(str(base)) == []
     again = run("cluster", "down", "--dir", str(base), check=False)
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "no cluster" in again.stderr
 
@@ -189,21 +202,3 @@ def test_a_killed_cluster_up_leaves_nothing_behind(tmp_path: Path):
         up.wait(timeout=30)
     wait_for(lambda: _processes_mentioning(str(base)) == [], timeout=30,
              message="every server of the killed `cluster up` to be stopped")
-
-
-def test_three_brokers_register_and_replicate(tmp_path: Path):
-    base = tmp_path / "three"
-    run("cluster", "up", "--brokers", "3", "--dir", str(base))
-    env = {**os.environ, "ZKCONSUMER_CLUSTER_DIR": str(base)}
-    try:
-        status = run("cluster", "status", "--dir", str(base)).stdout
-        lines = [line for line in status.splitlines() if line.startswith("kafka broker")]
-        assert [line.split()[2] for line in lines] == ["1", "2", "3"] and all(" up" in line for line in lines)
-        assert sum(line.endswith(" controller") for line in lines) == 1, status
-        run("topic", "create", "r3", "--partitions", "3", "--replication-factor", "3", env=env)
-        rows = [line.split("\t") for line in run("topic", "describe", "r3", env=env).stdout.splitlines()[1:]]
-        assert all(sorted(row[4][10:].split(",")) == ["1", "2", "3"] for row in rows), rows
-        assert len({row[3] for row in rows}) == 3, rows  # leadership spread over the three brokers
-    finally:
-        run("cluster", "down", "--dir", str(base), check=False)
-    assert _processes_mentioning(str(base)) == []

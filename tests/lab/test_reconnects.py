@@ -131,6 +131,45 @@ def test_session_ids_as_the_spark_reader_gives_them():
     assert reconnects.count(as_text) == reconnects.Reconnects(1, 1, 1, 2)
 
 
+OWNER, REGISTRATION = "/consumers/g/owners/t/3", "/consumers/g/ids/m-1"
+
+
+def _recreated(ts: float, conn: int, path: str, follow_ups: int, link: str = "m-1") -> list[dict]:
+    """The member sends a create again after a loss; its first send had made the node, so ZooKeeper answers
+    NodeExists (-110) and the member checks the node is its own."""
+    out = [_event(ts, "resent", link, op="create", path=path, after="ConnectionLoss"),
+           _wire(ts, "request", conn, link, op="create", path=path),
+           _wire(ts + 0.01, "reply", conn, link, op="create", path=path, err=-110, err_name="NodeExists")]
+    return out + [_wire(ts + 0.02, "request", conn, link, op="getData", path=path) for _ in range(follow_ups)]
+
+
+def test_a_re_sent_create_that_meets_its_own_node_costs_its_checks_and_is_no_conflict():
+    records = (_first_connection() + _loss(1.0, 2, resent=0) + _recreated(1.2, 2, OWNER, 1)
+               + _recreated(1.3, 2, REGISTRATION, 2))
+    found = reconnects.count(records, 0.5, 10.0)
+    # the owner node is read once, the registration read and refreshed: 3 follow-ups, besides the 2 creates
+    assert (found.resent, found.followed, found.refused_owners) == (2, 3, 1)
+    assert found.re_sent == 2 + found.rearmed + 3
+    # the same NodeExists without a re-sent create before it: another member's node, a real conflict, no follow-up
+    raced = [*_first_connection(), _wire(1.2, "reply", 1, op="create", path=OWNER, err=-110, err_name="NodeExists")]
+    assert (reconnects.count(raced).followed, reconnects.count(raced).refused_owners) == (0, 0)
+    # another member's re-sent create does not make this member's NodeExists its own
+    other = [*_first_connection(), _event(1.1, "resent", "m-2", op="create", path=OWNER, after="ConnectionLoss"),
+             _wire(1.2, "reply", 1, op="create", path=OWNER, err=-110)]
+    assert reconnects.count(other).refused_owners == 0
+
+
+def test_a_join_whose_only_owner_conflicts_met_its_own_nodes_keeps_its_identity(tmp_path):
+    from zkconsumer.lab.summary import _identities, summarize
+
+    path, formula = _run(tmp_path, losses=1, recreate=True)
+    found = summarize(path)
+    assert found.owner_conflicts == 1 and found.reconnects.refused_owners == 1
+    # 2 re-sent reads, 1 re-armed watch, the re-sent create and its one check: 5
+    assert _identities(found) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 5 after 1 connection "
+                                  f"loss = measured {formula + 5}")
+
+
 class _Pending:
     def __init__(self, outcome):
         self.outcome = outcome
@@ -173,13 +212,14 @@ def test_the_client_reports_each_request_it_sends_again(client, monkeypatch):
     assert client.op_counts()["get_data"] == 8  # every send is counted, as the wire sees it
 
 
-def _run(root, losses: int, extra: int = 0):
+def _run(root, losses: int, extra: int = 0, recreate: bool = False):
     """A hand-built run directory of one join into N = 2 (3 rebalance-only members, 4 partitions): the formula's
-    requests, each loss's re-armed watch and two re-sent reads, and `extra` requests nothing explains."""
+    requests, each loss's re-armed watch and two re-sent reads (and with `recreate`, a re-sent owner create that
+    met its own node), and `extra` requests nothing explains."""
     from zkconsumer.lab.trace import RunDirectory
 
-    run = RunDirectory.create(root / f"run-{losses}-{extra}", scenario="herd", case="n2-r0", design="zk",
-                              run_id=f"r{losses}{extra}", process_mode="threads",
+    run = RunDirectory.create(root / f"run-{losses}-{extra}-{recreate}", scenario="herd", case="n2-r0", design="zk",
+                              run_id=f"r{losses}{extra}{recreate:d}", process_mode="threads",
                               scenario_definition={"group": {"members": 2, "topics": [{"name": "t",
                                                                                         "partitions": 4}]}})
     trace, member = run.trace("run", "zk"), run.trace("m-1", "zk")
@@ -203,6 +243,14 @@ def _run(root, losses: int, extra: int = 0):
                          after="ConnectionLoss")
             wire({"ts": ts + 0.13, "link": "m-1", "conn": 20 + k, "kind": "request", "op": "getData",
                   "path": f"/r/{j}"})
+        if recreate:  # a re-sent owner create that meets the node its first send made, and its one check
+            owner = "/consumers/g/owners/t/1"
+            member.write("member_event", ts=ts + 0.14, member="m-1", kind="resent", op="create", path=owner,
+                         after="ConnectionLoss")
+            for kind, fields in (("request", {}), ("reply", {"err": -110, "err_name": "NodeExists"}),
+                                 ("request", {"op": "getData"})):
+                wire({"ts": ts + 0.14, "link": "m-1", "conn": 20 + k, "kind": kind, "op": "create", "path": owner,
+                      **fields})
     trace.write("stable", generation_or_rebalance=1, duration_s=5.0, ts=15.0)
     trace.write("phase", phase="done", ts=20.0)
     trace.close()

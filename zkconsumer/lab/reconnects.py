@@ -28,7 +28,13 @@ Both sides count, over a window [start, end] of one run's trace records:
   went out on a replacing connection (on a member's first connection it is the watch's installation). A
   notification the member missed because its connection dropped is answered by the recipe's read after the
   reconnection, which therefore is no re-arm. Each re-sent request is one request on the wire that a join without
-  losses does not send.
+  losses does not send. A re-sent *create* can meet its own node: the first send reached the server before the
+  connection dropped, so ZooKeeper answers the second NodeExists. The member then checks that the node is its own,
+  with requests a join without losses does not send either: an owner node's one read
+  (operations.create_ephemeral_expect_conflict), a registration's read of its owner and the refresh of its data
+  (registration._register). Those follow-ups (`FOLLOW_UPS`) count as re-sent, and such a NodeExists is no owner
+  conflict (`refused_owners`: the summary and the analysis take it out of the conflicts that make a join's
+  closed form inapplicable).
 
 The wire and the events agree when the reconnections equal the connection losses; a window where they differ
 is reported as not attributed (a member that writes no `connection` events, the original 0.8.2.2 consumer, has
@@ -41,7 +47,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zkconsumer.lab.wire.jute import ERRORS
+
 RESENT = "resent"  # the lab member's event kind for one request sent again (zk_member.py)
+OWNERS, IDS = "/owners/", "/ids/"
+# The requests a member sends after ZooKeeper refuses its re-sent create with NodeExists, by the node's kind: an
+# owner node is read once (is it ours?); a registration's owner is read and its data refreshed.
+FOLLOW_UPS = {OWNERS: 1, IDS: 2}
 
 
 @dataclass(frozen=True)
@@ -50,11 +62,13 @@ class Reconnects:
     losses: int = 0  # in the members' events: suspended, then connected in the same session
     resent: int = 0  # the members' `resent` events
     rearmed: int = 0  # watched reads on replacing connections that answer no notification (wire)
+    followed: int = 0  # the members' checks of their own node after a re-sent create met it (FOLLOW_UPS)
+    refused_owners: int = 0  # owner-node NodeExists answers to re-sent creates: the member's own node, no conflict
 
     @property
     def re_sent(self) -> int:
         """R: the requests the window sent again because of its connection losses."""
-        return self.resent + self.rearmed
+        return self.resent + self.rearmed + self.followed
 
     @property
     def agree(self) -> bool:
@@ -62,7 +76,7 @@ class Reconnects:
 
     @property
     def any(self) -> bool:
-        return bool(self.reconnections or self.losses or self.resent or self.rearmed)
+        return bool(self.reconnections or self.losses or self.resent or self.rearmed or self.followed)
 
     def describe(self) -> str:
         """'2 connection losses, 37 re-sent' (or the disagreement), for one window."""
@@ -98,6 +112,8 @@ def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end:
     replies: list[Mapping[str, Any]] = []
     watches: list[Mapping[str, Any]] = []  # notifications and watched reads, in the order the proxy saw them
     states: list[Mapping[str, Any]] = []
+    refusals: list[Mapping[str, Any]] = []  # NodeExists answers to creates
+    recreated: set[tuple[Any, Any]] = set()  # (member, path) of every re-sent create
     resent = 0
     for r in records:
         kind = r.get("kind")
@@ -108,17 +124,29 @@ def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end:
                 replies.append(r)
             elif kind == "event" or (kind == "request" and r.get("watch")):
                 watches.append(r)
+            elif kind == "reply" and r.get("op") == "create" and ERRORS.get(r.get("err")) == "NodeExists":
+                refusals.append(r)
         elif r.get("type") == "member_event":
             if kind in ("connection", "session_expired"):
                 states.append(r)
-            elif kind == RESENT and inside(r.get("ts")):
-                resent += 1
+            elif kind == RESENT:
+                resent += inside(r.get("ts"))
+                if r.get("op") == "create":
+                    recreated.add((r.get("member"), r.get("path")))
     replacing = {key for r in replies
                  if (key := (r.get("link"), r.get("conn"))) in resuming and (r.get("timeout_ms") or 0) > 0
                  and _session(r.get("session_id")) == resuming[key]}
     reconnections = sum(1 for r in replies if (r.get("link"), r.get("conn")) in replacing
                         and inside(r.get("ts")))
-    return Reconnects(reconnections, _losses(states, inside), resent, _rearmed(watches, replacing, inside))
+    own = [r for r in refusals if (r.get("link"), r.get("path")) in recreated and inside(r.get("ts"))]
+    followed = sum(_follow_ups(r.get("path")) for r in own)
+    refused_owners = sum(1 for r in own if OWNERS in (r.get("path") or ""))
+    return Reconnects(reconnections, _losses(states, inside), resent, _rearmed(watches, replacing, inside), followed,
+                      refused_owners)
+
+
+def _follow_ups(path: Any) -> int:
+    return next((n for kind, n in FOLLOW_UPS.items() if kind in (path or "")), 0)
 
 
 def _rearmed(watches: list[Mapping[str, Any]], replacing: set[tuple[Any, Any]], inside: Callable[[Any], bool]) -> int:

@@ -213,7 +213,9 @@ def _zk_identity(summary: RunSummary) -> identities.RequestIdentity | None:
     members (threads: no commits), no owner conflict, no failed attempt, in the faithful mode."""
     from zkconsumer.lab.analysis.closed_forms import closed_form
 
-    if (summary.process_mode != "threads" or summary.conflicts or summary.owner_conflicts or summary.failed_attempts
+    # a re-sent create that met the member's own node is no race: its checks are among the re-sent requests
+    raced = summary.owner_conflicts - summary.reconnects.refused_owners
+    if (summary.process_mode != "threads" or summary.conflicts or raced or summary.failed_attempts
             or summary.mode != FAITHFUL or not summary.partitions):
         return None
     form = closed_form(summary.design, summary.process_mode, "zk_requests_per_change", summary.members,

@@ -70,7 +70,7 @@ CHANGES = schema(
     "double, n_partitions bigint, overlaps bigint, overlap_s double, pauses bigint, max_pause_s double, "
     "median_pause_s double, noticing_s double, rebalancing_s double, noticed_by bigint, partitions_moved "
     "bigint, revoked_kept bigint, rounds int, zk_reconnections bigint, connection_losses bigint, "
-    "resent_requests bigint")
+    "resent_requests bigint, resent_refused_owners bigint")
 RUNS = schema(
     "run_id string, path string, scenario string, case string, design string, process_mode string, repeat "
     "int, sweep_axis string, sweep_value double, members int, partitions int, session_timeout_ms int, "
@@ -90,7 +90,8 @@ RUNS = schema(
     "double, kafka_heartbeats_per_change double, rebalance_notices_per_change double, "
     "partitions_moved_per_change double, revoked_kept_per_change double, noticing_s double, rebalancing_s "
     "double, undecodable_streams bigint, blackholed_requests bigint, counting_gaps string, zk_reconnections "
-    "bigint, connection_losses bigint, resent_requests bigint, resent_requests_per_change double")
+    "bigint, connection_losses bigint, resent_requests bigint, resent_requests_per_change double, "
+    "resent_refused_owners bigint")
 MIGRATE_STEPS = schema(
     "run_id string, step int, member string, start_ts double, window_end double, produced bigint, "
     "consumed bigint, duplicates bigint, dead_time_s double, dead_from double, dead_to double, "

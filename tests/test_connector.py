@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from helpers import ZkProbe, expire_session, make_config, unique, wait_for
+from kazoo.client import KazooState
 
 from rebalance.assignors import RangeAssignor
 from rebalance.convergence import check_convergence
@@ -334,24 +335,42 @@ def test_rebalance_listener_sees_released_and_global_assignments(cluster, zk, me
 
 @pytest.mark.ensemble
 def test_connection_loss_alone_releases_nothing(ensemble, kafka):
+    """The ensemble's leader is killed under a member and under a plain client on a follower: the client sees the
+    disconnect and keeps its session and ephemeral (the harness's leader failover, once test_harness.py's test of
+    its own ensemble), the member keeps its session and its partitions without a rebalance."""
     connect = ensemble.connect_string
     probe = ZkProbe(connect)
+    leader = wait_for(ensemble.leader, message="a leader")
+    follower = next(n for n in ensemble.nodes if n is not leader)
+    on_follower = ZkProbe(f"127.0.0.1:{follower.client_port}", session_timeout=20)
     try:
         probe.create("/brokers/ids/111", b'{"version":1,"host":"127.0.0.1","port":%d}' % kafka.port, ephemeral=True)
         probe.create("/brokers/topics/lossy", b'{"version":1,"partitions":{"0":[111],"1":[111]}}')
+        path = f"/{unique('eph')}"
+        on_follower.create(path, b"x", ephemeral=True)
+        follower_session = on_follower.client.client_id[0]
+        states: list[KazooState] = []
+        on_follower.client.add_listener(states.append)
         config = make_config(connect, "g", "m", zookeeper_session_timeout_ms=20000)
         with ZookeeperConsumerConnector(config) as member:
             member.create_message_streams({"lossy": 1})
             owners = probe.owners("g")
             assert len(owners) == 2
             session, rebalances = member.zk.session_id, member.rebalance_stats.rebalances
-            leader = wait_for(ensemble.leader, message="a leader")
             kill_process(leader.process)
             wait_for(lambda: any(n.mode() == "leader" for n in ensemble.nodes if n is not leader), timeout=30,
                      message="a new leader")
             wait_for(lambda: member.zk.connected and probe.client.connected, timeout=30, message="reconnected")
+            wait_for(lambda: on_follower.client.state == KazooState.CONNECTED and on_follower.exists(path),
+                     timeout=30, message="the follower's client back on the surviving quorum")
             assert member.zk.session_id == session
             assert probe.owners("g") == owners
             assert member.rebalance_stats.rebalances == rebalances
+            # The follower left the quorum with its leader (it drops its clients while electing), so its client
+            # really was disconnected and reconnected: the session survived a disconnect, not a non-event.
+            assert KazooState.SUSPENDED in states, f"the client never saw a disconnect: {states}"
+            assert on_follower.client.client_id[0] == follower_session
+            assert on_follower.stat(path).ephemeralOwner == follower_session
     finally:
+        on_follower.close()
         probe.close()

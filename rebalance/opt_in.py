@@ -149,20 +149,29 @@ def _claim(listener: ZKRebalancerListener, gained: Assignment, began: int) -> At
 
 
 def _barrier_applies(listener: ZKRebalancerListener) -> bool:
-    """Every member of the view must run the barrier. A member that would join a group of faithful members refuses
-    (they would never acknowledge); one already in the group when a faithful member joins goes on without the
-    barrier, as 0.8.2, until that member leaves: the barrier is an optimisation, never a reason to stop owning."""
-    missing = sorted(m for m, r in listener.last_registrations.items() if BARRIER not in r.modes)
+    """Every member of the view must run the barrier (`every_member_runs`): the barrier is an optimisation, never a
+    reason to stop owning, so one already in the group goes on without it, as 0.8.2."""
+    return every_member_runs(listener, BARRIER, "zkconsumer.consensus.barrier=true", "leave it off on this one",
+                             "rebalancing without it", EventKind.BARRIER_SKIPPED)
+
+
+def every_member_runs(listener: ZKRebalancerListener, mode: str, setting: str, instead: str, meanwhile: str,
+                      skipped: EventKind) -> bool:
+    """Whether every member of the view runs `mode` (its registration says so). A member that would join a group
+    with members that do not refuses, in one line naming `setting` (they would never acknowledge a barrier, or
+    would compute another assignment): ModeRefusedError. One already in the group when such a member joins goes on
+    without the mode until that member leaves (`skipped` says so), so the group still agrees."""
+    missing = sorted(m for m, r in listener.last_registrations.items() if mode not in r.modes)
     if not missing:
         return True
+    names = f"{', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}"
+    # owning nothing yet, in its first rebalance: a newcomer, which can still stay out of the group
     if not listener.ownership.owners() and listener.stats.rebalances <= 1:
         raise ModeRefusedError(
-            f"{listener.consumer_id}: zkconsumer.consensus.barrier=true needs every member of group "
-            f"{listener.store.group} to set it, and {len(missing)} member(s) do not ({', '.join(missing[:3])}"
-            f"{', ...' if len(missing) > 3 else ''}): set it on every member, or leave it off on this one")
-    log.warning("%s: %d member(s) without the consensus barrier (%s); rebalancing without it", listener.consumer_id,
-                len(missing), ", ".join(missing[:3]))
-    listener.events.emit(EventKind.BARRIER_SKIPPED, members=missing)
+            f"{listener.consumer_id}: {setting} needs every member of group {listener.store.group} to set it, and "
+            f"{len(missing)} member(s) do not ({names}): set it on every member, or {instead}")
+    log.warning("%s: %d member(s) without %s (%s); %s", listener.consumer_id, len(missing), setting, names, meanwhile)
+    listener.events.emit(skipped, members=missing)
     return False
 
 

@@ -59,8 +59,7 @@ from typing import Any
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import RangeAssignor
 from rebalance.events import EventKind
-from rebalance.listener_types import ModeRefusedError
-from rebalance.opt_in import view_generation
+from rebalance.opt_in import every_member_runs, view_generation
 from rebalance.sticky import moved_partitions
 
 # The member's ZKRebalancerListener (rebalance/listener.py), typed Any because the listener imports this module.
@@ -123,18 +122,7 @@ def _check_fits(view: str, record: Mapping[TopicPartition, ConsumerThreadId], co
 
 
 def _sticky_applies(listener: ZKRebalancerListener) -> bool:
-    """Every member of the view must run the sticky assignor. A member that would join a group with members that do
-    not refuses (they compute range, it would compute sticky); one already in the group when such a member joins
-    computes range like them until it leaves, so the group still agrees."""
-    missing = sorted(m for m, r in listener.last_registrations.items() if STICKY not in r.modes)
-    if not missing:
-        return True
-    if not listener.ownership.owners() and listener.stats.rebalances <= 1:
-        raise ModeRefusedError(
-            f"{listener.consumer_id}: partition.assignment.strategy=sticky needs every member of group "
-            f"{listener.store.group} to set it, and {len(missing)} member(s) do not ({', '.join(missing[:3])}"
-            f"{', ...' if len(missing) > 3 else ''}): set it on every member, or use range on this one")
-    log.warning("%s: %d member(s) without the sticky assignor (%s); assigning with range", listener.consumer_id,
-                len(missing), ", ".join(missing[:3]))
-    listener.events.emit(EventKind.STICKY_SKIPPED, members=missing)
-    return False
+    """Every member of the view must run the sticky assignor (`opt_in.every_member_runs`): members that do not
+    compute range, so a sticky one already in the group computes range like them until they leave."""
+    return every_member_runs(listener, STICKY, "partition.assignment.strategy=sticky", "use range on this one",
+                             "assigning with range", EventKind.STICKY_SKIPPED)

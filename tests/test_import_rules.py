@@ -24,10 +24,10 @@ import importlib.util
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from import_scan import Import, imports_of
 
 from zkconsumer.extras import EXTRAS
 
@@ -46,54 +46,6 @@ IMPORT_NAMES = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka"}
 _ENTRY = re.compile(r"zkconsumer\.lab(\.\w+)*(:\w+)?")
 
 
-@dataclass(frozen=True)
-class Import:
-    file: str  # relative to the root, with forward slashes
-    module: str  # absolute dotted name (relative imports resolved)
-    line: int
-    module_level: bool
-    named: bool = False  # `from X import name` also gives X.name, which is a module only when `name` is a submodule
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _imports_of(rel: str, tree: ast.Module) -> list[Import]:
-    parts = rel.removesuffix(".py").split("/")
-    package = parts if parts[-1] == "__init__" else parts[:-1]
-    package = [p for p in package if p != "__init__"]
-    found: list[Import] = []
-
-    def visit(node: ast.AST, module_level: bool) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            module_level = False
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.body:
-                visit(child, False)
-            for child in node.orelse:
-                visit(child, module_level)
-            return
-        if isinstance(node, ast.Import):
-            found.extend(Import(rel, alias.name, node.lineno, module_level) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            found.append(Import(rel, source, node.lineno, module_level))
-            # `from zkconsumer import lab` imports the submodule zkconsumer.lab
-            found.extend(Import(rel, f"{source}.{alias.name}", node.lineno, module_level, named=True)
-                         for alias in node.names)
-        for child in ast.iter_child_nodes(node):
-            visit(child, module_level)
-
-    visit(tree, True)
-    return found
-
-
 @functools.cache
 def _parse(root: Path) -> dict[str, ast.Module]:
     trees = {}
@@ -106,7 +58,7 @@ def _parse(root: Path) -> dict[str, ast.Module]:
 
 @functools.cache
 def all_imports(root: Path) -> list[Import]:
-    return [imp for rel, tree in _parse(root).items() for imp in _imports_of(rel, tree)]
+    return [imp for rel, tree in _parse(root).items() for imp in imports_of(rel, tree)]
 
 
 def _under(module: str, package: str) -> bool:

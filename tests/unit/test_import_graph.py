@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from import_scan import imports_of
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("zkconsumer", "rebalance", "fetcher_manager")
 
@@ -25,20 +27,9 @@ def modules(root: Path) -> dict[str, Path]:
 
 def imports(name: str, file: Path, known: set[str]) -> set[str]:
     """The project modules that module `name` (at `file`) imports."""
-    package = name.split(".") if file.name == "__init__.py" else name.split(".")[:-1]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), str(file))):
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[: len(package) - (node.level - 1)]
-                source = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                source = node.module or ""
-            targets.add(source)
-            targets.update(f"{source}.{alias.name}" for alias in node.names)
-    return {t for t in targets if t in known and t != name}
+    rel = "/".join(name.split(".")) + ("/__init__.py" if file.name == "__init__.py" else ".py")
+    found = imports_of(rel, ast.parse(file.read_text(encoding="utf-8"), str(file)))
+    return {i.module for i in found if i.module in known and i.module != name}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

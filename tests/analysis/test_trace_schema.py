@@ -48,12 +48,27 @@ def test_the_schema_has_a_column_for_every_field_of_the_contract() -> None:
     assert set(schemas.RECORD_FIELDS) <= set(schemas.TRACE_FIELDS)
 
 
-def test_a_field_added_to_the_contract_becomes_a_column() -> None:
+def test_a_field_added_to_the_contract_becomes_a_column_and_is_parsed() -> None:
     wire = RECORDS["wire"]
-    zk = {**wire.kinds["zk"], "reconnect_ms": FieldType.FLOAT}
+    zk = {**wire.kinds["zk"], "reconnect_ms": FieldType.FLOAT, "reconnect_note": FieldType.STR}
     records = {**RECORDS, "wire": replace(wire, kinds={**wire.kinds, "zk": zk})}
     assert "reconnect_ms" not in schemas.TRACE_FIELDS
-    assert _types(schemas.trace_schema(records))["reconnect_ms"] == "double"
+    schema = schemas.trace_schema(records)
+    assert _types(schema)["reconnect_ms"] == "double" and _types(schema)["reconnect_note"] == "string"
+    # parsed, so a value of another type is a bad line; a text column nobody reads would check nothing: not parsed
+    assert _types(schemas.parse_schema(schema, records))["reconnect_ms"] == "double"
+    assert "reconnect_note" not in _types(schemas.parse_schema(schema, records))
+
+
+def test_the_parse_has_every_typed_column_and_every_column_read_or_required() -> None:
+    parsed = _types(schemas.PARSE_SCHEMA)
+    generated = _types(schemas.TRACE_SCHEMA)
+    assert {name: generated[name] for name in parsed} == parsed
+    required = {name for t in RECORDS.values() for name in t.required}
+    assert {*schemas.RECORD_FIELDS, *required, schemas.CORRUPT} <= set(parsed)
+    assert {name for name, dtype in generated.items() if dtype != "string"} <= set(parsed)
+    # what the hand-written schema parsed and this does not: text its reader did not read (checks nothing)
+    assert {name for name in HAND_WRITTEN if name not in parsed} == {"error", "remaining"}
 
 
 def test_a_name_whose_type_differs_by_kind_is_read_as_text() -> None:

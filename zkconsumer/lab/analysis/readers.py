@@ -26,6 +26,7 @@ from zkconsumer.lab.analysis.schemas import (
     BASE_FIELDS,
     CORRUPT,
     MANIFEST_SCHEMA,
+    PARSE_SCHEMA,
     RECORD_FIELDS,
     TRACE_ERROR_SCHEMA,
     TRACE_SCHEMA,
@@ -173,7 +174,7 @@ def _is_bad(r: Column, value: Column) -> Column:
 
 
 def _parse(value: Column) -> Column:
-    return F.from_json(value, TRACE_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+    return F.from_json(value, PARSE_SCHEMA, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
 
 
 def line_reasons(spark: SparkSession, lines: list[str]) -> list[str | None]:

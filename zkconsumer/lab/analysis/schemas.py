@@ -1,9 +1,9 @@
 """Explicit Spark schemas of what the job reads (trace lines, manifests) and of the nested JSON it re-parses.
 
-Nothing is inferred. A trace line is parsed with `TRACE_SCHEMA`, which is generated from the trace contract
-(`zkconsumer/trace_contract.py`): one column per field name the contract declares, so a field added there is a
-column here, and a line whose fields have the wrong type is caught (the parser's corrupt-record column), not
-silently widened.
+Nothing is inferred. `TRACE_SCHEMA` is generated from the trace contract (`zkconsumer/trace_contract.py`): one
+column per field name the contract declares, so a field added there is a column here. A trace line is parsed with
+it (`PARSE_SCHEMA`: less the text columns nobody reads, which check nothing), so a line whose fields have the wrong
+type is caught (the parser's corrupt-record column), not silently widened.
 
 A field whose JSON type differs between record types or kinds (the contract's `column_types()` gives it no one
 type) is a string column: Spark keeps the raw JSON text of any value for a string field, and the job re-parses it
@@ -63,6 +63,17 @@ RECORD_FIELDS: tuple[str, ...] = (
     "last_offset", "proto", "link", "client_id", "op", "opcode", "api_name", "api_key", "error_name", "path", "err",
     "dropped", "conn", "watch", "session_id", "timeout_ms", "state", "member_epoch", "owned", "epoch_after",
     "assigned", "fault_id", "target", "params")
+# What the reader parses a line with: TRACE_SCHEMA but the text columns it neither reads nor requires. A text column
+# takes any JSON value, so parsing it checks nothing, and copying out the text of every such value (the Kafka wire
+# records' partition_errors, the ZooKeeper ones' sub_ops, ...) cost the parse of a whole herd run (888k lines) a
+# quarter more CPU; every typed column is parsed, so a value of another type is a bad line whatever its field.
+def parse_schema(schema: T.StructType, records: Mapping[str, RecordType] = RECORDS) -> T.StructType:
+    required = {name for t in records.values() for name in t.required}
+    return T.StructType([f for f in schema.fields if f.dataType != _STRING or f.name in required
+                         or f.name in (*RECORD_FIELDS, *BASE_FIELDS, CORRUPT)])
+
+
+PARSE_SCHEMA = parse_schema(TRACE_SCHEMA)
 # What only the fault campaign's tables read (chaos_tables.py): left out of what each run's analysis is sent, since
 # every column of every record costs in the grouped map (its shuffle and its Arrow batches).
 CAMPAIGN_FIELDS = ("fault_id", "target", "params")

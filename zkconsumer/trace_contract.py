@@ -224,9 +224,14 @@ def problems(record: Mapping[str, Any], records: Mapping[str, RecordType] = RECO
     return found
 
 
-def version_problem(record: Mapping[str, Any]) -> str | None:
-    v = record.get("v")
-    return None if v == SCHEMA_VERSION else f"schema version {v}"
+def version_note(file: str, version: object, lines: int) -> str:
+    """The one line a reader says of the lines of a trace file written in a schema version it does not read, which
+    it skips instead of parsing them as if they were of its own: how many, where, which version, what to do."""
+    newer = isinstance(version, int) and version > SCHEMA_VERSION
+    todo = (f"read them with a zkconsumer that knows version {version}" if newer else
+            "read them with the zkconsumer that wrote them (the run's manifest.json names it in `versions`)")
+    return (f"{file}: {lines} trace line{'s' if lines != 1 else ''} of schema version {version} not read (this "
+            f"reader reads version {SCHEMA_VERSION}): {todo}")
 
 
 def column_types(records: Mapping[str, RecordType] = RECORDS) -> dict[str, FieldType | None]:

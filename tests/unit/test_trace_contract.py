@@ -135,3 +135,27 @@ def test_column_types_keep_a_name_s_one_type_or_none_where_kinds_differ() -> Non
     records = {**RECORDS, "member_event": contract.RecordType(
         "member_event", RECORDS["member_event"].required, RECORDS["member_event"].optional, "kind", barrier)}
     assert contract.column_types(records)["generation"] is None
+
+
+def test_a_trace_of_another_version_is_said_in_one_line_per_file(tmp_path: Path, caplog) -> None:
+    """The lab's reader skips lines of another schema version, counts them, and says so once per file and
+    version: where, how many, which version, what to do (`trace_contract.version_note`)."""
+    from zkconsumer.event_log import LineErrors
+
+    traces = tmp_path / "run" / "traces"
+    traces.mkdir(parents=True)
+    good = {"v": 1, "type": "phase", "ts": 1.0, "design": "zk", "phase": "setup"}
+    newer = [{**good, "v": 2, "ts": 2.0 + i} for i in range(3)]
+    (traces / "run.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [good, *newer, {**good, "v": 0}]))
+    (traces / "m1.jsonl").write_text(json.dumps(good) + "\n")
+    errors = LineErrors()
+    with caplog.at_level("WARNING", logger="zkconsumer.lab.trace"):
+        assert list(trace.read_traces(tmp_path / "run", errors)) == [good, good]
+    assert errors.count == 4
+    path = traces / "run.jsonl"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 3 trace lines of schema version 2 not read (this reader reads version 1): read them with a "
+        "zkconsumer that knows version 2",
+        f"{path}: 1 trace line of schema version 0 not read (this reader reads version 1): read them with the "
+        "zkconsumer that wrote them (the run's manifest.json names it in `versions`)"]
+    assert trace.version_counts(path) == {2: 3, 0: 1}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 import platform
 import socket
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -33,7 +35,9 @@ from typing import Any
 
 from zkconsumer.event_log import JsonLinesWriter, LineErrors, read_json_lines
 from zkconsumer.lab.designs import DESIGNS
-from zkconsumer.trace_contract import RECORDS, SCHEMA_VERSION, problems
+from zkconsumer.trace_contract import RECORDS, SCHEMA_VERSION, problems, version_note
+
+log = logging.getLogger(__name__)
 
 # The record types, their fields and types, and the version are the trace contract's (zkconsumer/trace_contract.py,
 # shared with the product); here, what the lab's readers check of each type: its required fields beyond v/type/ts/
@@ -106,14 +110,32 @@ def bad_record(record: Mapping[str, Any]) -> str | None:
 
 def read_traces(run_dir: Path, errors: LineErrors | None = None) -> Iterator[dict[str, Any]]:
     """Every record of a run, file by file (not merged by time: sort by `ts` where order matters). Bad lines
-    (torn, not JSON, not a record of this schema) are skipped, and counted in `errors` if given."""
+    (torn, not JSON, not a record of this schema) are skipped, and counted in `errors` if given. Lines of another
+    schema version are not parsed as this one's: each file's are counted, and said in one warning line per file
+    and version (`trace_contract.version_note`)."""
     for path in sorted((run_dir / "traces").glob("*.jsonl")):
+        other: Counter[Any] = Counter()
         for number, record in enumerate(read_json_lines(path, errors), 1):
             reason = bad_record(record)
             if reason is None:
                 yield record
-            elif errors is not None:
+                continue
+            if record.get("v") is not None and record["v"] != SCHEMA_VERSION:
+                other[record["v"]] += 1
+            if errors is not None:
                 errors.add(f"{path.name} (record {number})", reason)
+        for version, lines in other.items():
+            log.warning("%s", version_note(str(path), version, lines))
+
+
+def version_counts(path: Path) -> Counter[Any]:
+    """How many lines of a trace file are of each schema version but this one (its lines that are not records
+    without a version are left out): what a reader that found such lines says of the file (`version_note`)."""
+    found: Counter[Any] = Counter()
+    for record in read_json_lines(path):
+        if record.get("v") is not None and record["v"] != SCHEMA_VERSION:
+            found[record["v"]] += 1
+    return found
 
 
 @dataclass

@@ -37,7 +37,7 @@ from zkconsumer.lab.analysis.metrics import compute
 from zkconsumer.lab.analysis.migrate_report import MigrateSection
 from zkconsumer.lab.analysis.modes_tables import modes_frame, modes_order, modes_table, run_mode
 from zkconsumer.lab.analysis.owner_nodes import OWNERS_FROM_WIRE
-from zkconsumer.lab.analysis.readers import RunInfo, Traces, load_runs, read_traces
+from zkconsumer.lab.analysis.readers import RunInfo, Traces, load_runs, read_traces, version_notes
 from zkconsumer.lab.analysis.report import ReportData, Timeline, render
 from zkconsumer.lab.analysis.windows import RECOVERY_MARGIN_S, recovery_span
 from zkconsumer.lab.designs import DESIGNS, FAITHFUL
@@ -113,6 +113,13 @@ def analyze(run_dirs: list[Path], out_dir: Path, spark: SparkSession | None = No
         return _analyze(spark, runs, out_dir, predict_to, began)
 
 
+def _said(notes: list[str]) -> list[str]:
+    """Traces of another schema version: said once per file and version, in the log (and the report's notes)."""
+    for note in notes:
+        log.warning("%s", note)
+    return notes
+
+
 def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to: int | None,
              began: float) -> AnalysisResult:
     # fault campaigns have no case or churn: kept out of the standard tables, analysed apart (chaos_tables.py)
@@ -126,19 +133,23 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
             paths[name] = table.write(out_dir / "tables" / name)
 
     chaos = None
+    versions: list[str] = []
     if campaigns:
         traces = read_traces(spark, campaigns)
+        versions = _said(version_notes(campaigns, [(e[0], e[1], e[5]) for e in traces.error_rows if e[3]]))
         chaos_held, chaos = analyze_campaigns(spark, traces.records, campaigns, traces.bad_lines)
         _release(traces)
         write(chaos_held)
     if not runs:
-        data = ReportData([], [], [], [], [], [], [], chaos=chaos)
+        data = ReportData([], [], [], [], [], [], [], chaos=chaos, notes=versions)
         return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
                               time.monotonic() - began)
     log.info("analysing %d runs", len(runs))
     tables = compute(spark, runs)
     errors = tables["trace_errors"].rows()
     lines, bad_lines = sum(e["lines"] for e in errors), sum(e["bad_lines"] for e in errors)
+    versions += _said(version_notes(runs, [(e["run_id"], e["file"], e["first_bad_reason"]) for e in errors
+                                           if e["bad_lines"]]))
     modes = {r.run_id: run_mode(r) for r in runs}
     modal = any(mode != FAITHFUL for mode in modes.values())
     if modal:  # a run of an opt-in mode: the modes compared (modes_tables.py)
@@ -148,6 +159,7 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
     # The other sections compare designs, and a mode's run is the zk design: they show the faithful runs only
     data = _report_data(tables, {r for r, m in modes.items() if m == FAITHFUL} if modal else None)
     data.chaos = chaos
+    data.notes.extend(versions)
     if modal:
         data.modes = sorted(tables["modes"].rows(), key=modes_order)
         data.notes.append(f"{len(runs) - len(data.runs)} runs in an opt-in mode are shown in the section \"Opt-in "

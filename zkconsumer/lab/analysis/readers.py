@@ -2,8 +2,9 @@
 
 Trace lines are read as text and parsed with `from_json` under the explicit schema, so a bad line is seen, not
 lost: a torn last line (a killed writer), a line that is not JSON, a field of the wrong type, a missing required
-field, an unknown type or another schema version. Every such line is counted per file with the number and text
-of the first one (`trace_errors`); only good lines go on to the metrics.
+field, an unknown type or another schema version (which is also said in one line per file: `version_notes`).
+Every such line is counted per file with the number and text of the first one (`trace_errors`); only good lines
+go on to the metrics.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from zkconsumer.lab.analysis.schemas import (
 )
 from zkconsumer.lab.designs import is_zookeeper_design
 from zkconsumer.lab.server_info import servers_line
-from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION
+from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION, version_counts
+from zkconsumer.trace_contract import version_note
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +136,22 @@ def load_runs(paths: list[Path]) -> list[RunInfo]:
         seen.add(run.run_id)
         runs.append(run)
     return runs
+
+
+def version_notes(runs: list[RunInfo], files: list[tuple[str, str, str | None]]) -> list[str]:
+    """One line per trace file (and version) whose lines are of another schema version, which the reader counted
+    bad instead of parsing them as its own (`_bad_reason`): `files` are (run_id, file, first bad reason) of the
+    files with bad lines, and a file whose first bad line is of another version has its lines counted by version
+    (on the driver: such files are rare, and the note must say how many lines it did not read)."""
+    paths = {run.run_id: run.path for run in runs}
+    notes = []
+    for run_id, name, reason in files:
+        if run_id not in paths or not (reason or "").startswith("schema version "):
+            continue
+        path = paths[run_id] / "traces" / name
+        for version, lines in sorted(version_counts(path).items(), key=str):
+            notes.append(version_note(str(path), version, lines))
+    return notes
 
 
 def runs_frame(spark: SparkSession, runs: list[RunInfo]) -> DataFrame:

@@ -10,12 +10,13 @@ The broker runs in a ZooKeeper chroot of its own, so it never joins the suite's 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers import ZkProbe, unique
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.process import free_port
@@ -42,6 +43,25 @@ class ProxiedKafka:
     def direct(self) -> str:
         """The DIRECT listener: admin and producers whose requests must not be counted."""
         return self.broker.bootstrap
+
+
+def create_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    """A topic of a unique name starting with `prefix`, `partitions` partitions (replication 1), created through
+    `bootstrap` (a broker's DIRECT listener, or a proxy to count the creation); returns its name."""
+    topic = unique(prefix)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="admin")
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+    return topic
+
+
+@pytest.fixture(scope="session")
+def new_topic() -> Callable[[str, str, int], str]:
+    """`create_topic` for a test: new_topic(bootstrap, prefix, partitions) -> the topic's name. Starts nothing: the
+    broker is the caller's."""
+    return create_topic
 
 
 @pytest.fixture(scope="session")

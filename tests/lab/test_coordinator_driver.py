@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from helpers import unique, wait_for
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from zkconsumer.lab.coordinator import CoordinatorDriver, MemberView
 from zkconsumer.lab.coordinator_member import CoordinatorMemberSettings, _Batches
@@ -42,14 +41,9 @@ MakeEnv = Callable[[str], LabEnvironment]
 
 
 @pytest.fixture
-def make_env(tmp_path: Path, proxy: KafkaProxy, proxied_kafka) -> MakeEnv:
+def make_env(tmp_path: Path, proxy: KafkaProxy, proxied_kafka, new_topic) -> MakeEnv:
     def make(mode: str) -> LabEnvironment:
-        topic = unique("coord")
-        admin = KafkaAdminClient(bootstrap_servers=proxied_kafka.direct, client_id="admin")
-        try:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        finally:
-            admin.close()
+        topic = new_topic(proxied_kafka.direct, "coord", PARTITIONS)
         text = SCENARIO.format(mode=mode, topic=topic, partitions=PARTITIONS)
         case = expand_cases(parse_scenario(text, "inline"))[0]
         run = RunDirectory.create(tmp_path / unique("run"))

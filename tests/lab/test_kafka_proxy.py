@@ -11,7 +11,6 @@ import time
 import pytest
 from helpers import unique, wait_for
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from zkconsumer.lab.server_info import read_exactly
@@ -24,16 +23,6 @@ GROUP_TIMING = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 500}
 
 def find(proxy: KafkaProxy, **fields: object) -> list[KafkaRecord]:
     return proxy.sink.where(**fields)
-
-
-def create_topic(proxy: KafkaProxy, partitions: int = 2) -> str:
-    topic = unique("wire")
-    admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap, client_id="admin")
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
-    return topic
 
 
 def produce(proxy: KafkaProxy, topic: str, count: int) -> None:
@@ -54,8 +43,8 @@ def raw_request(sock: socket.socket, request, correlation_id: int, client_id: st
     return read_exactly(sock, size)
 
 
-def test_headers_of_several_api_versions_from_real_clients(proxy: KafkaProxy) -> None:
-    topic = create_topic(proxy)
+def test_headers_of_several_api_versions_from_real_clients(proxy: KafkaProxy, new_topic) -> None:
+    topic = new_topic(proxy.bootstrap, "wire", 2)  # through the proxy, as the produce and the reads below
     produce(proxy, topic, 3)
     reader = KafkaConsumer(bootstrap_servers=proxy.bootstrap, client_id="reader", auto_offset_reset="earliest")
     try:
@@ -90,8 +79,8 @@ def test_headers_of_several_api_versions_from_real_clients(proxy: KafkaProxy) ->
     assert proxy.counters("raw")["versions"] == {"ApiVersions/v0": 1, "Metadata/v1": 1}
 
 
-def test_group_apis_and_their_error_codes(proxy: KafkaProxy) -> None:
-    topic = create_topic(proxy)
+def test_group_apis_and_their_error_codes(proxy: KafkaProxy, new_topic) -> None:
+    topic = new_topic(proxy.bootstrap, "wire", 2)
     produce(proxy, topic, 1)
     consumer = KafkaConsumer(topic, bootstrap_servers=proxy.bootstrap, client_id="member-a", group_id=unique("g"),
                              auto_offset_reset="earliest", consumer_timeout_ms=15000, **GROUP_TIMING)

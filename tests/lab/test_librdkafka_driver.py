@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import pytest
 from helpers import unique, wait_for
 from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from zkconsumer.event_log import read_json_lines
 from zkconsumer.lab.coordinator import CoordinatorDriver, MemberKind, MemberView
@@ -64,16 +63,12 @@ class Servers:
 Start = Callable[[str, str], tuple[CoordinatorDriver, LabEnvironment]]
 
 
-def make_start(tmp_path: Path, servers: Servers) -> tuple[Start, list[CoordinatorDriver]]:
+def make_start(tmp_path: Path, servers: Servers, new_topic: Callable[[str, str, int], str]
+               ) -> tuple[Start, list[CoordinatorDriver]]:
     started: list[CoordinatorDriver] = []
 
     def start(design: str, mode: str) -> tuple[CoordinatorDriver, LabEnvironment]:
-        topic = unique("rdk")
-        admin = KafkaAdminClient(bootstrap_servers=servers.direct, client_id="admin")
-        try:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        finally:
-            admin.close()
+        topic = new_topic(servers.direct, "rdk", PARTITIONS)
         text = SCENARIO.format(design=design, mode=mode, topic=topic, partitions=PARTITIONS, session=SESSION_MS)
         case = expand_cases(parse_scenario(text, "inline"))[0]
         run = RunDirectory.create(tmp_path / unique("run"))
@@ -258,9 +253,9 @@ def test_a_partial_revoke_keeps_the_rest_until_the_assign_that_follows(tmp_path:
 
 
 @pytest.fixture
-def cooperative(tmp_path: Path, proxy: KafkaProxy, proxied_kafka) -> Iterator[tuple[Start, Servers]]:
+def cooperative(tmp_path: Path, proxy: KafkaProxy, proxied_kafka, new_topic) -> Iterator[tuple[Start, Servers]]:
     servers = Servers(proxy.bootstrap, proxied_kafka.direct, proxy)
-    start, started = make_start(tmp_path, servers)
+    start, started = make_start(tmp_path, servers, new_topic)
     yield start, servers
     for driver in started:
         driver.stop()
@@ -373,13 +368,13 @@ def kraft_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KRa
 
 
 @pytest.fixture
-def consumer_protocol(tmp_path: Path, kraft_broker) -> Iterator[tuple[Start, Servers]]:
+def consumer_protocol(tmp_path: Path, kraft_broker, new_topic) -> Iterator[tuple[Start, Servers]]:
     broker, proxy_port = kraft_broker
     members = broker.listeners[0]  # MEMBERS, advertised at the proxy's port (as KafkaBroker.plan lays it out)
     kafka_proxy = KafkaProxy(("127.0.0.1", members.port), sink=RecordCollector(), name=unique("kp"),
                              port=proxy_port).start()
     servers = Servers(kafka_proxy.bootstrap, broker.bootstrap, kafka_proxy)
-    start, started = make_start(tmp_path, servers)
+    start, started = make_start(tmp_path, servers, new_topic)
     try:
         yield start, servers
     finally:

@@ -7,18 +7,18 @@ them at different moments compute different assignments, and keep conflicting.
 
 The agreed snapshot: one record per view. The view is named by its hash (`opt_in.view_generation`, the name the
 consensus barrier acknowledges). Under `/consumers/<g>/zkconsumer-assignment/<view>` there is at most one record,
-the whole group's assignment for that view, and it is never rewritten: a member reads it, or, if there is none,
-computes one and *creates* it; a create that finds the node there (another member was first) reads that one
-instead. Every member of a view therefore installs the content of the one node, whoever wrote it and from whatever
+the whole group's assignment for that view, and it is never rewritten: a member computes one and *creates* it; a
+create that finds the node there (another member was first) reads that one instead.
+Every member of a view therefore installs the content of the one node, whoever wrote it and from whatever
 previous assignment. The previous assignment a writer starts from (its own last record, or the directory's hint of
 the latest record for a member that has none) only decides how few partitions move, never whether members agree;
 in a settled group every member starts from the same record and computes the same content anyway.
 
 Per view, the record goes through these states (M is a member whose view is V):
 
-    absent ──(M: read → none; compute from its previous record; create ok)──────────▶ written (by M's session)
-    absent ──(M: create → NodeExists: another member was first; read)───────────────▶ written (theirs)
-    written ──(M: read)──▶ written                       (M installs it; nothing can change it)
+    absent ──(M: compute from its previous record; create ok)──────────────────────▶ written (by M's session)
+    written ──(M: create → NodeExists: another member was first; read)──▶ written  (M installs theirs)
+    written ──(M, again on the view it installed last: read)──▶ written  (nothing can change it)
     written ──(the writer's session ends: the ephemeral node goes)──▶ absent
 
 Why it is race-free:
@@ -31,14 +31,22 @@ Why it is race-free:
    record of V disappears only when V stops being the group's view: the writer's registration goes at the same
    moment, which fires every member's watch of the ids directory.
 3. After the last change to the view every member gets a trigger and runs an attempt that reads the view afresh,
-   then the record of that view. By 2 the record, once there, stays for as long as the view does, and by 1 its
+   then installs the record of that view: the one its create made, or the one its create found (read then).
+   By 2 the record, once there, stays for as long as the view does, and by 1 its
    content is fixed: every member's last attempt installs the same assignment. Before that, a member acting on a
    stale view may install another view's record, as a 0.8.2 member acts on a stale view; its claims conflict and
    the trigger it has pending sets it right.
 
 Nothing is cached across attempts: a view can come back (a member leaves and returns) with a new record written
-in between by members that saw the change, so each attempt reads the record again (one read per member per
-attempt; the writer adds a create and the hint's set).
+in between by members that saw the change, so each attempt creates or reads the record again.
+
+Create first. Every member of a new view creates its record at once instead of reading first: the first create
+makes it, every other one finds it there and reads it. So each member spends exactly two requests on a new view (a
+create, then the read, or for the one whose create made it, the hint's set), however their attempts interleave. Read
+first, it was one request for a member that came after the record and three for one that came before it (a read
+finding none, a create finding it, the read): the members of a join into 16, all told of it at the same moment,
+made 2 to 13 creates (1 to 12 losers, the join's cost 188 to 210 requests) depending only on timing. A member retrying
+the view it installed last reads first (the record is there unless its writer left): one request.
 
 A view that comes back while the writer of its old record is still alive gets that old record again (the member
 that returned gets its old partitions back): agreed, balanced, but not necessarily the fewest moves from the
@@ -71,22 +79,31 @@ STICKY = "sticky"  # the registration's word for the sticky assignor (Registrati
 
 Owners = dict[TopicPartition, ConsumerThreadId]
 
-
 class StaleViewError(RuntimeError):
     """The view this attempt read is already gone (the record vanished, or the member is not in it): the attempt
     fails and the next one reads the new view."""
 
 
-def assign(listener: ZKRebalancerListener, context: AssignmentContext) -> dict[str, Assignment]:
-    """The group's assignment for `context`'s view, the same on every member of the view (the module's docstring)."""
+def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
+           shared: dict[str, Any] | None = None) -> dict[str, Assignment]:
+    """The group's assignment for `context`'s view, the same on every member of the view (the module's docstring).
+
+    `shared`: a dict from a caller whose members share one context's view (the simulation's identical-view
+    shortcut, zkconsumer/lab/sim/views.py), in which what depends on the view alone (its name, the check that a
+    record fits it, the group's assignment from one record) is computed once instead of once per member."""
     if not _sticky_applies(listener):
         return RangeAssignor().assign_group(context)
-    if listener.consumer_id not in context.consumers:
+    memo: dict[str, Any] = {} if shared is None else shared
+    if "view" not in memo:
+        memo.update(view=view_generation(context), consumers=frozenset(context.consumers), fits=_fit(context))
+    if listener.consumer_id not in memo["consumers"]:
         raise StaleViewError(f"{listener.consumer_id} is not in the view it read; its registration went meanwhile")
-    store, view = listener.store, view_generation(context)
+    store, view = listener.store, memo["view"]
     previous: Owners | None = listener.sticky_previous
-    record = store.read_assignment(view)
     created = False
+    # A retry of the view this member installed last reads its record (it is there unless the view changed); a new
+    # view is written first and read only if another member was first (the module's docstring, "Create first").
+    record = store.read_assignment(view) if listener.sticky_view == view else None
     if record is None:
         base = previous if previous is not None else (store.latest_assignment() or {})
         computed = _flat(listener.assignor.assign_group_from(context, base))
@@ -94,26 +111,35 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext) -> dict[s
         record = computed if created else store.read_assignment(view)
         if record is None:
             raise StaleViewError(f"the sticky assignment of view {view} was deleted as it was read: its writer left")
-    _check_fits(view, record, context)
+    _check_fits(view, record, memo["fits"])
     listener.sticky_previous, listener.sticky_view = dict(record), view
     listener.events.emit(EventKind.STICKY, view=view, created=created,
                          moved=None if previous is None else moved_partitions(previous, record))
-    result: dict[str, Assignment] = {consumer: {} for consumer in context.consumers}
-    for tp in sorted(record):
-        thread = record[tp]
-        result[thread.consumer][tp] = thread
-    return result
+    if memo.get("record") != record:
+        result: dict[str, Assignment] = {consumer: {} for consumer in context.consumers}
+        for tp in sorted(record):
+            thread = record[tp]
+            result[thread.consumer][tp] = thread
+        memo.update(record=dict(record), result=result)
+    return memo["result"]
 
 
 def _flat(group_assignment: Mapping[str, Assignment]) -> Owners:
     return {tp: thread for assignment in group_assignment.values() for tp, thread in assignment.items()}
 
 
-def _check_fits(view: str, record: Mapping[TopicPartition, ConsumerThreadId], context: AssignmentContext) -> None:
-    """The record of a view assigns exactly the view's partitions, each to a thread subscribed to its topic; else its
-    node was written by something else than a sticky member (the attempt fails naming it)."""
+def _fit(context: AssignmentContext) -> tuple[set[TopicPartition], dict[str, set[ConsumerThreadId]]]:
+    """What a record of `context`'s view must assign: its partitions, and to which threads each topic's may go."""
     threads = {topic: set(ths) for topic, ths in context.consumers_for_topic.items()}
     expected = {TopicPartition(t, p) for t, ths in threads.items() if ths for p in context.partitions_for_topic[t]}
+    return expected, threads
+
+
+def _check_fits(view: str, record: Mapping[TopicPartition, ConsumerThreadId],
+                fit: tuple[set[TopicPartition], dict[str, set[ConsumerThreadId]]]) -> None:
+    """The record of a view assigns exactly the view's partitions (`_fit`), each to a thread subscribed to its
+    topic; else its node was written by something else than a sticky member (the attempt fails naming it)."""
+    expected, threads = fit
     misfits = sorted(tp for tp, thread in record.items() if thread not in threads.get(tp.topic, ()))
     if set(record) != expected or misfits:
         raise ValueError(f"the sticky assignment record of view {view} does not fit the view (partitions missing "

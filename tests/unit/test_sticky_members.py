@@ -99,6 +99,31 @@ def test_members_that_start_from_different_previous_assignments_install_the_one_
         second.client.close()
 
 
+def test_every_member_creates_a_new_views_record_first_so_each_spends_two_requests_whatever_the_order(memory_group):
+    """Create first (rebalance/sticky_agreement.py): on a new view each member creates the record; the first create
+    makes it (then the hint's set), every later one finds it and reads it: two requests each, in any order, where
+    reading first cost a late member one and an early one three (the race that gave a join into 16 2 to 13 creates).
+    A retry on the view a member installed last reads it: one request."""
+    registrations = {m: Registration(r.pattern, r.subscription, r.timestamp, modes=("sticky",))
+                     for m, r in {m: Registration.static({"t": 1}, "1") for m in ("a", "b", "c")}.items()}
+    ctx = AssignmentContext.build("", {m: {"t": 1} for m in registrations}, {"t": range(6)})
+    before = {TopicPartition("t", p): ConsumerThreadId("a", 0) for p in range(6)}
+    memory_group.admin.ensure_path(layout.assignment_dir("g"))  # as after the group's first record
+    members = [fake_listener(memory_group, name, dict(before), registrations) for name in ("c", "a", "b")]
+    try:
+        results = [sticky_agreement.assign(m, ctx) for m in members]
+        assert results[0] == results[1] == results[2]
+        counts = [{k: v for k, v in m.client.op_counts().items() if ":" not in k} for m in members]
+        assert counts == [{"create": 1, "set_data": 1}, {"create": 1, "get_data": 1}, {"create": 1, "get_data": 1}]
+        assert [e.data["created"] for m in members for e in m.recorded] == [True, False, False]
+        retry = members[1]
+        sticky_agreement.assign(retry, ctx)
+        assert {k: v for k, v in retry.client.op_counts().items() if ":" not in k} == {"create": 1, "get_data": 2}
+    finally:
+        for m in members:
+            m.client.close()
+
+
 # --- a group of sticky members -----------------------------------------------------------------------------------
 
 def test_a_sticky_group_rebalances_through_joins_and_leaves_moving_the_fewest_partitions(memory_group):

@@ -22,7 +22,25 @@ log = logging.getLogger(__name__)
 
 
 class MemberState(enum.StrEnum):
-    """Where a member is in its life: CREATED → REGISTERING → REBALANCING ↔ OWNING, FAILED, CLOSED."""
+    """Where a member is in its life. ``TRANSITIONS`` below is this graph as data, with a comment on every edge;
+    ``check_transition`` refuses any other move, and the listener's ``_transition`` (rebalance/listener.py) is the
+    only writer, under its ``rebalance_lock``:
+
+        CREATED ──▶ REGISTERING ──────▶ REBALANCING ──▶ OWNING
+                      ▲  ↺  │  ▲          ↺  │  ▲         │
+                      │     ▼  │             │  │         │
+                      │    FAILED ◀──────────┘  │         │
+                      │      └──────────────────┘         │
+                      └────────── session expired ────────┘
+
+        ↺ REGISTERING: a new session while registering; ↺ REBALANCING: the next attempt.
+        FAILED → REGISTERING: a failed registration's retry, or a new session after a failed rebalance.
+        every state ──▶ CLOSED (shutdown); CLOSED is final.
+
+    Not drawn, each for a reason given in ``TRANSITIONS``: CREATED → REBALANCING (a listener without a connector),
+    REBALANCING → REGISTERING, OWNING → FAILED and FAILED ↺ (a re-registration on the watcher thread next to the
+    caller's first rebalance).
+    """
 
     CREATED = "created"  # connected to ZooKeeper, no streams yet
     REGISTERING = "registering"  # writing /consumers/<g>/ids/<id> (first time or after a session expiry)
@@ -30,6 +48,68 @@ class MemberState(enum.StrEnum):
     OWNING = "owning"  # the last rebalance succeeded: owns (and fetches) its share
     FAILED = "failed"  # the last rebalance exhausted its retries, or registration is failing and being retried
     CLOSED = "closed"  # shut down
+
+    @property
+    def terminal(self) -> bool:
+        return not TRANSITIONS[self]
+
+
+_S = MemberState
+TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
+    _S.CREATED: frozenset({
+        _S.REGISTERING,  # the connector's streams were created: the first registration
+        _S.REBALANCING,  # a listener driven without a connector (no `register`): tests drive it so
+        _S.CLOSED,  # shut down before any streams
+    }),
+    _S.REGISTERING: frozenset({
+        _S.REGISTERING,  # a new session while (re-)registering: the watcher registers again
+        _S.REBALANCING,  # registered: the first (or the post-expiry) rebalance begins
+        _S.FAILED,  # a registration failed; FAILED → REGISTERING follows at once, under the same lock hold
+        _S.CLOSED,
+    }),
+    _S.REBALANCING: frozenset({
+        _S.REBALANCING,  # the next attempt
+        _S.OWNING,  # an attempt succeeded (or found no brokers)
+        _S.FAILED,  # retries exhausted, or an opt-in mode refused the group
+        # a new session handled after a rebalance that stopped (shutdown) or raised before its end: the watcher
+        # re-registers from wherever the last rebalance left the member
+        _S.REGISTERING,
+        _S.CLOSED,
+    }),
+    _S.OWNING: frozenset({
+        _S.REBALANCING,  # a trigger: the next rebalance
+        _S.REGISTERING,  # the session expired: re-register under the new one
+        # The session renewed between the caller's registration and its first rebalance: the watcher re-registers
+        # (outside the rebalance lock, as registration waits must be) while that rebalance runs, and a failure of
+        # it lands after the rebalance's end. The member owns, unregistered, until the watcher registers and
+        # rebalances again. (The rebalance holds the lock throughout, so nothing lands inside it.)
+        _S.FAILED,
+        _S.CLOSED,
+    }),
+    _S.FAILED: frozenset({
+        _S.REGISTERING,  # the registration's retry (after a failed one), or a new session after a failed rebalance
+        _S.REBALANCING,  # the next trigger after retries were exhausted
+        _S.FAILED,  # as OWNING → FAILED, when the caller's first rebalance failed: the registration's failure lands
+        _S.CLOSED,  # shut down after a failure (a mode refusal shuts the member down at once)
+    }),
+    _S.CLOSED: frozenset(),  # final: nothing moves a shut-down member
+}
+del _S
+
+
+class IllegalTransition(RuntimeError):
+    """The member was asked to move where ``TRANSITIONS`` has no edge: a bug in the listener or its caller."""
+
+
+def check_transition(consumer_id: str, current: MemberState, to: MemberState) -> MemberState:
+    """``to`` if ``TRANSITIONS`` allows it from ``current``, else ``IllegalTransition`` naming both states and what
+    is allowed (the lab's ``run_state.check_transition``, for a member)."""
+    allowed = TRANSITIONS[current]
+    if to not in allowed:
+        names = ", ".join(sorted(s.name for s in allowed)) or "nothing: it is closed"
+        raise IllegalTransition(f"{consumer_id}: cannot go from {current.name} to {to.name} "
+                                f"(from {current.name} it may go to {names})")
+    return to
 
 
 class EventKind(enum.StrEnum):

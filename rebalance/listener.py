@@ -20,7 +20,7 @@ from rebalance import opt_in, sticky_agreement
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
-from rebalance.events import EventBus, EventKind, MemberState, partition_key
+from rebalance.events import EventBus, EventKind, MemberState, check_transition, partition_key
 from rebalance.listener_types import (
     AttemptResult,
     ConsumerRebalanceFailedError,
@@ -62,9 +62,11 @@ class ZKRebalancerListener:
         self.register = register  # (re-)writes our registration node; called after a session expiry
         self.clock = clock  # for the duration_ms of the rebalance and attempt events
         self._sync = sync  # where its lock, condition, event and watcher thread come from (rebalance/sync.py)
-        self.rebalance_lock = sync.rlock()  # shared with the connector's shutdown and commit
+        # Held for a whole rebalance; shared with the connector's shutdown and commits. It is also the member
+        # state's lock: `_transition`, the one writer of `_state`, takes it.
+        self.rebalance_lock = sync.rlock()
         self.stats = RebalanceStats()
-        self.state = MemberState.CREATED
+        self._state = MemberState.CREATED
         self.last_error: Exception | None = None  # why the last rebalance or registration failed; None after success
         self._cond = sync.condition()
         self._triggered = False
@@ -87,9 +89,31 @@ class ZKRebalancerListener:
 
     # --- state ---------------------------------------------------------------------------------------
 
-    def set_state(self, state: MemberState, **data: object) -> None:
-        previous, self.state = self.state, state
-        self.events.emit(EventKind.STATE, state=str(state), previous=str(previous), **data)
+    # The lock rule: the member state changes only in `_transition`, on whatever thread asks (the caller's, the
+    # watcher, shutdown's), always under `rebalance_lock`, and only along MemberState's TRANSITIONS. The connector
+    # asks through `mark_registering` and `mark_closed`; nothing else writes it. The STATE event is emitted under
+    # the lock too, so the events give the transitions in the order they were made.
+
+    @property
+    def state(self) -> MemberState:
+        """Where the member is (rebalance/events.py draws the graph); read without the lock: one reference."""
+        return self._state
+
+    def _transition(self, to: MemberState, **data: object) -> None:
+        """Move to `to`, checked against MemberState's TRANSITIONS (IllegalTransition names both states), and emit
+        the STATE event, all under `rebalance_lock`."""
+        with self.rebalance_lock:
+            previous = self._state
+            self._state = check_transition(self.consumer_id, previous, to)
+            self.events.emit(EventKind.STATE, state=str(to), previous=str(previous), **data)
+
+    def mark_registering(self) -> None:
+        """The connector is writing the member's first registration (its streams were just created)."""
+        self._transition(MemberState.REGISTERING)
+
+    def mark_closed(self) -> None:
+        """The connector has shut down (every thread it started has been joined or given up on): final."""
+        self._transition(MemberState.CLOSED)
 
     # --- triggers and the watcher thread -----------------------------------------------------------
 
@@ -206,7 +230,7 @@ class ZKRebalancerListener:
         unregistered would fail every later rebalance on reading its own registration, for good."""
         if self.register is None:
             return
-        self.set_state(MemberState.REGISTERING)
+        self._transition(MemberState.REGISTERING)
         retrying = Retrying(
             stop=stop_when_event_set(self._shutting_down),
             # backoff_ms, then twice the wait before, up to the cap (tenacity: multiplier * 2 ** (attempt - 1))
@@ -231,9 +255,10 @@ class ZKRebalancerListener:
         log.error("%s: re-registration failed (attempt %d); retrying in %.1f s", self.consumer_id,
                   retry.attempt_number, delay, exc_info=error)
         self.last_error = error
-        self.set_state(MemberState.FAILED, reason="registration")
-        self.events.emit(EventKind.REGISTRATION_FAILED, error=repr(error), retry_in_s=delay)
-        self.set_state(MemberState.REGISTERING)
+        with self.rebalance_lock:  # FAILED and back to REGISTERING with nothing between (held only for the writes)
+            self._transition(MemberState.FAILED, reason="registration")
+            self.events.emit(EventKind.REGISTRATION_FAILED, error=repr(error), retry_in_s=delay)
+            self._transition(MemberState.REGISTERING)
 
     def stop(self) -> None:
         """Ask the watcher thread to end; a rebalance in progress stops at its next step or backoff."""
@@ -269,7 +294,7 @@ class ZKRebalancerListener:
                     result, attempts = self._attempts(number)
             except ModeRefusedError as error:
                 self.last_error = error
-                self.set_state(MemberState.FAILED, reason="mode refused")
+                self._transition(MemberState.FAILED, reason="mode refused")
                 self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
                 raise
             self.events.emit(EventKind.REBALANCE_END, rebalance=number, result=result, attempts=attempts,
@@ -277,7 +302,7 @@ class ZKRebalancerListener:
             if result == "ok":
                 self._covered_seq = covers
                 self.last_error = None
-                self.set_state(MemberState.OWNING, partitions=len(self.ownership.owners()))
+                self._transition(MemberState.OWNING, partitions=len(self.ownership.owners()))
                 return
             if result == "stopped":
                 return
@@ -286,7 +311,7 @@ class ZKRebalancerListener:
                 f"{self.consumer_id} can't rebalance after {self.settings.max_retries} retries"
             )
             self.last_error = error
-            self.set_state(MemberState.FAILED, reason="rebalance")
+            self._transition(MemberState.FAILED, reason="rebalance")
             self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
             raise error
 
@@ -294,7 +319,7 @@ class ZKRebalancerListener:
         for attempt in range(self.settings.max_retries):
             if self.shutting_down:  # 0.9 checks at every attempt; a closing member must not claim
                 return "stopped", attempt
-            self.set_state(MemberState.REBALANCING, attempt=attempt)
+            self._transition(MemberState.REBALANCING, attempt=attempt)
             self.events.emit(EventKind.ATTEMPT_BEGIN, rebalance=number, attempt=attempt)
             log.info("%s: begin rebalancing attempt %d", self.consumer_id, attempt)
             self.stats.attempts += 1

@@ -148,7 +148,7 @@ class ZookeeperConsumerConnector:
                 self._bind(topic, i, queue, stream)
                 result.setdefault(topic, []).append(stream)
         self._registration = self._with_modes(Registration.static(topic_count_map))
-        self.listener.set_state(MemberState.REGISTERING)
+        self.listener.mark_registering()
         self._register()
         self._reinitialize(set(topic_count_map))
         return result
@@ -163,7 +163,7 @@ class ZookeeperConsumerConnector:
         pairs = [self._new_stream(key_decoder, value_decoder) for _ in range(num_streams)]
         self._wildcard = (topic_filter, pairs)
         self._registration = self._with_modes(Registration.wildcard(topic_filter, num_streams))
-        self.listener.set_state(MemberState.REGISTERING)
+        self.listener.mark_registering()
         self._register()
         self._wildcard_watch = self.zk.watch_children(layout.BROKER_TOPICS, self._on_topics_changed)
         if not self._topics_seen.wait(self.zk.request_timeout_s):
@@ -254,7 +254,7 @@ class ZookeeperConsumerConnector:
             ("auto-commit", self._join_autocommit())) if not stopped]
         if stragglers:
             log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(stragglers))
-        self.listener.set_state(MemberState.CLOSED)
+        self.listener.mark_closed()
         self.registry.remove_matching(tag_matcher("clientId", self.client_id))
         log.info("%s: shut down completed", self.consumer_id)
 

@@ -11,6 +11,7 @@ import pytest
 
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
+from rebalance.events import TRANSITIONS, EventBus, EventKind, MemberEvent, MemberState
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.connector import ZookeeperConsumerConnector
 from zkconsumer.members import NoFetchers
@@ -65,3 +66,30 @@ def memory_group() -> Iterator[MemoryGroup]:
     for member in group.members:
         member.shutdown()
     admin.close()
+
+
+# Every member-state transition made in any unit test, as (previous, state): the STATE events. Kept for the whole
+# session, to see which of TRANSITIONS' edges a run of the suite exercised (a sessionfinish hook can print it).
+MADE_TRANSITIONS: set[tuple[MemberState, MemberState]] = set()
+
+
+@pytest.fixture(autouse=True)
+def member_transitions(monkeypatch) -> Iterator[list[MemberEvent]]:
+    """Records the STATE event of every transition a unit test makes, on any member and thread, and fails the test
+    if one is not an edge of MemberState's TRANSITIONS: seen from the events, so it holds even where the listener's
+    own check is off or its IllegalTransition was swallowed (the watcher thread logs what it catches)."""
+    made: list[MemberEvent] = []
+    emit = EventBus.emit
+
+    def recording(bus: EventBus, kind: EventKind, **data: object) -> MemberEvent:
+        event = emit(bus, kind, **data)
+        if kind == EventKind.STATE:
+            made.append(event)
+        return event
+
+    monkeypatch.setattr(EventBus, "emit", recording)
+    yield made
+    pairs = [(e.consumer_id, MemberState(e.data["previous"]), MemberState(e.data["state"])) for e in made]
+    MADE_TRANSITIONS.update((previous, state) for _, previous, state in pairs)
+    illegal = [f"{c}: {p.name} -> {s.name}" for c, p, s in pairs if s not in TRANSITIONS[p]]
+    assert not illegal, f"member-state transitions outside MemberState's TRANSITIONS: {illegal}"

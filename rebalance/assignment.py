@@ -9,13 +9,14 @@ in tests and in the lab without any I/O.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from fetcher_manager.topic_partition import TopicPartition
 
-__all__ = ["Assignment", "AssignmentContext", "ConsumerThreadId", "TopicPartition"]
+__all__ = ["Assignment", "AssignmentContext", "ConsumerThreadId", "TopicPartition", "View"]
 
 
 def _java_string_key(s: str) -> bytes:
@@ -117,3 +118,31 @@ class AssignmentContext:
             partitions_for_topic=_frozen(partitions_for_topic),
             consumers=tuple(sorted(subscriptions, key=_java_string_key)),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A view of the group: what one member read for one attempt (the members, their subscriptions, the partitions),
+    named. It plays the part of kafka-python's ``Generation`` (a frozen value, compared by value), but a group
+    without a coordinator has no numbered epoch: members that read the same group agree on the view's name instead.
+    Where the product says "generation" it means this (``opt_in.view_generation`` is ``View.of(context).id``); in
+    the lab's coordinator-design traces ``generation`` is Kafka's generation id. The opt-in modes key their
+    ZooKeeper nodes by ``id`` (the barrier's acknowledgements, the sticky assignor's record), and the events carry
+    it as ``view``.
+
+    ``id`` must stay equal on every member that read the same members, subscriptions and partitions, whatever its
+    version: members of one group compute it on their own, and a rolling upgrade mixes versions.
+    """
+
+    id: str
+    members: frozenset[str]
+
+    @classmethod
+    def of(cls, context: AssignmentContext) -> View:
+        text = repr((sorted(context.consumers), sorted((t, tuple(map(str, ids)))
+                                                       for t, ids in context.consumers_for_topic.items()),
+                     sorted((t, tuple(p)) for t, p in context.partitions_for_topic.items())))
+        return cls(hashlib.sha1(text.encode()).hexdigest()[:16], frozenset(context.consumers))
+
+    def __str__(self) -> str:
+        return self.id

@@ -17,7 +17,7 @@ from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, 
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance import opt_in, sticky_agreement
-from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
+from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition, View
 from rebalance.assignors import PartitionAssignor
 from rebalance.bindings import StreamBindings
 from rebalance.events import EventBus, EventKind, MemberState, check_transition, partition_key
@@ -77,7 +77,7 @@ class ZKRebalancerListener:
         self._covered_seq = -1
         self.last_registrations: dict[str, Registration] = {}  # of the last view read
         self._registration_cache: dict[str, Registration] = {}  # incremental: registrations do not change
-        self.barrier_generation: str | None = None  # the view this member last acknowledged
+        self.barrier_view: View | None = None  # the view this member last acknowledged
         # The sticky assignor (rebalance/sticky_agreement.py): the last view's record this member installed, the
         # previous assignment it computes the next record from if it is the first of a view.
         self.sticky_previous: dict[TopicPartition, ConsumerThreadId] | None = None

@@ -16,12 +16,11 @@ listener starts the next one at once, from a fresh view, without the backoff.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
 from fetcher_manager.partition_info import PartitionTopicInfo
-from rebalance.assignment import Assignment, AssignmentContext, TopicPartition
+from rebalance.assignment import Assignment, AssignmentContext, TopicPartition, View
 from rebalance.events import EventKind, partition_key
 from rebalance.listener_types import AttemptResult, ModeRefusedError
 
@@ -176,20 +175,19 @@ def every_member_runs(listener: ZKRebalancerListener, mode: str, setting: str, i
 
 
 def view_generation(context: AssignmentContext) -> str:
-    """The name of a view: equal on every member that read the same members, subscriptions and partitions."""
-    text = repr((sorted(context.consumers), sorted((t, tuple(map(str, ids)))
-                                                   for t, ids in context.consumers_for_topic.items()),
-                 sorted((t, tuple(p)) for t, p in context.partitions_for_topic.items())))
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
+    """The name of `context`'s view, `View.of(context).id` (rebalance/assignment.py): the sticky assignor names its
+    record by it (rebalance/sticky_agreement.py)."""
+    return View.of(context).id
 
 
 def _await_barrier(listener: ZKRebalancerListener, context: AssignmentContext, began: int) -> AttemptResult | None:
     """Acknowledge our view, then wait until every member of it has acknowledged the same one (so has released
     what it loses): None to go on claiming, else the attempt's result."""
-    generation = view_generation(context)
-    listener.store.barrier_ack(generation, listener.consumer_id, listener.barrier_generation)
-    listener.barrier_generation = generation
-    members = set(context.consumers)
+    view = View.of(context)
+    previous = listener.barrier_view
+    listener.store.barrier_ack(view.id, listener.consumer_id, None if previous is None else previous.id)
+    listener.barrier_view = view
+    members = set(view.members)
     acked: set[str] = set()
 
     def on_acks(children: set[str]) -> None:
@@ -197,13 +195,13 @@ def _await_barrier(listener: ZKRebalancerListener, context: AssignmentContext, b
         acked.update(children)
         listener.wake()
 
-    stop = listener.store.watch_barrier(generation, on_acks)
+    stop = listener.store.watch_barrier(view.id, on_acks)
     try:
         done = listener.wait_until(lambda: members <= acked or listener.trigger_seq != began or listener.shutting_down,
                                    _BARRIER_BACKOFFS * listener.settings.backoff_ms / 1000.0)
     finally:
         stop()
-    listener.events.emit(EventKind.BARRIER, view=generation, view_members=len(members),
+    listener.events.emit(EventKind.BARRIER, view=view.id, view_members=len(members),
                          acked=len(members & acked))
     if listener.shutting_down:
         return AttemptResult.STOPPED

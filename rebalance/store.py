@@ -60,10 +60,11 @@ class GroupStore(Protocol):
     def watch_owner(self, topic: str, partition: int, callback: Callable[[bool], None]) -> Callable[[], None]:
         """Call `callback(node present)` now and on each change of the owner node; returns the watch's stop."""
 
-    def barrier_ack(self, generation: str, consumer_id: str, previous: str | None) -> None:
-        """Acknowledge view `generation` (and withdraw the ack of `previous`): the consensus barrier."""
+    def barrier_ack(self, view: str, consumer_id: str, previous: str | None) -> None:
+        """Acknowledge the view named `view` (a `View`'s id; and withdraw the ack of `previous`): the consensus
+        barrier."""
 
-    def watch_barrier(self, generation: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+    def watch_barrier(self, view: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call `callback(acknowledging members)` now and on each change; returns the watch's stop."""
 
     def read_assignment(self, view: str) -> Owners | None:

@@ -94,23 +94,23 @@ class ZkGroupStore:
                                     lambda data: callback(data is not None), initial=True)
         return handle.stop
 
-    def barrier_ack(self, generation: str, consumer_id: str, previous: str | None) -> None:
+    def barrier_ack(self, view: str, consumer_id: str, previous: str | None) -> None:
         """Acknowledge a view (consensus barrier, docs/modes.md): an ephemeral child of the view's node; our ack of
         the previous view is deleted, and its node too once empty (a non-empty one stays for the others)."""
         try:
-            self.zk.create(layout.barrier_ack_path(self.group, generation, consumer_id), b"", ephemeral=True)
+            self.zk.create(layout.barrier_ack_path(self.group, view, consumer_id), b"", ephemeral=True)
         except NodeExistsError:
             pass  # acknowledged in an earlier attempt on the same view
-        if previous is not None and previous != generation:
+        if previous is not None and previous != view:
             self.zk.delete(layout.barrier_ack_path(self.group, previous, consumer_id))
             try:
                 self.zk.delete(layout.barrier_dir(self.group, previous))
             except NotEmptyError:
                 pass
 
-    def watch_barrier(self, generation: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+    def watch_barrier(self, view: str, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         """Call `callback(members that acknowledged)` now and on every change; returns a function that stops it."""
-        handle = self.zk.watch_children(layout.barrier_dir(self.group, generation),
+        handle = self.zk.watch_children(layout.barrier_dir(self.group, view),
                                         lambda children: callback(set(children)), initial=True)
         return handle.stop
 

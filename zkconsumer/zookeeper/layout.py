@@ -54,13 +54,14 @@ def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 
 
-def barrier_dir(group: str, generation: str) -> str:
-    """The consensus barrier's acknowledgements of one view (an opt-in mode, docs/modes.md); 0.8.2 never reads it."""
-    return f"{CONSUMERS}/{group}/zkconsumer-barrier/{generation}"
+def barrier_dir(group: str, view: str) -> str:
+    """The consensus barrier's acknowledgements of one view (named by its `View.id`; an opt-in mode, docs/modes.md);
+    0.8.2 never reads it."""
+    return f"{CONSUMERS}/{group}/zkconsumer-barrier/{view}"
 
 
-def barrier_ack_path(group: str, generation: str, consumer_id: str) -> str:
-    return f"{barrier_dir(group, generation)}/{consumer_id}"
+def barrier_ack_path(group: str, view: str, consumer_id: str) -> str:
+    return f"{barrier_dir(group, view)}/{consumer_id}"
 
 
 def assignment_dir(group: str) -> str:

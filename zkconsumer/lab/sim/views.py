@@ -27,7 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rebalance import sticky_agreement
 from rebalance.assignment import Assignment, AssignmentContext
+from rebalance.subscription import Registration
 from zkconsumer.zookeeper import codecs, layout
 
 if TYPE_CHECKING:
@@ -42,11 +44,19 @@ class SharedView:
     epoch: int
     members: tuple[str, ...]
     subscriptions: dict[str, dict[str, int]]
+    # the decoded registrations (the listener's `last_registrations`: whether every member runs a mode)
+    registrations: dict[str, Registration] = dataclasses.field(default_factory=dict)
     topics: set[str] = dataclasses.field(default_factory=set)
     error_at: int | None = None  # index of the first registration whose read would fail
     fail: Callable[[], object] | None = None  # raises that read's error (a fresh exception for each member)
     contexts: dict[tuple, tuple[AssignmentContext, dict[str, Assignment] | None]] = dataclasses.field(
         default_factory=dict)
+    # sticky_agreement.assign's work that depends only on the context (its `shared=`), one per context key
+    sticky: dict[tuple, dict] = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def member_set(self) -> frozenset[str]:
+        return frozenset(self.members)
 
 
 @dataclass
@@ -84,6 +94,7 @@ class ViewCache:
             read = functools.partial(_subscription, path, server.peek(path), all_topics, self.exclude_internal_topics)
             try:
                 view.subscriptions[member_id] = read()
+                view.registrations[member_id] = codecs.decode_registration(path, server.peek(path))
             except Exception:  # the real read fails here too (unreadable data): the batch stops at this index
                 view.error_at, view.fail = index, read
                 break
@@ -108,32 +119,52 @@ class MemberShortcut:
         self.listener = listener
         self.consumer_id = listener.consumer_id
         self._shared: dict[int, tuple[SharedView, tuple]] = {}  # id(context) -> where its assignment is kept
+        # Incremental ownership reads only the registrations of members it has not seen (the listener's
+        # `_read_registrations`): the members of its last view, which the registrations it keeps are of.
+        self.incremental = listener.settings.modes.incremental
+        self._seen: frozenset[str] | None = None  # the members of its last view read, None before the first
+        self._kept: Mapping[str, Registration] = {}  # their registrations (a shared view's, read-only)
 
     def build_context(self) -> AssignmentContext:
         """Stands in for `ZKRebalancerListener.build_assignment_context`."""
         store = self.listener.store
         members = store.member_ids()
         all_topics = store.all_topics()
-        found = self.client.batch(len(members), functools.partial(self._registrations, members, all_topics))
+        unseen = self._unseen(members)
+        found = self.client.batch(len(unseen), functools.partial(self._registrations, members, unseen, all_topics))
         if isinstance(found, SharedView):
+            self.listener.last_registrations = found.registrations
+            self._seen, self._kept = found.member_set, found.registrations
             return self._member_context(found, self._partitions(found.topics))
-        topics = {t for subscription in found.values() for t in subscription}
-        return AssignmentContext.build(self.consumer_id, found, store.partitions_for_topics(topics))
+        self.listener.last_registrations = found
+        self._seen, self._kept = frozenset(found), found
+        subscriptions = {m: r.topic_streams(all_topics, self.cache.exclude_internal_topics) for m, r in found.items()}
+        topics = {t for subscription in subscriptions.values() for t in subscription}
+        return AssignmentContext.build(self.consumer_id, subscriptions, store.partitions_for_topics(topics))
 
-    def _registrations(self, members: list[str], all_topics: list[str]) -> SharedView | dict[str, dict]:
-        """At the instant the server has served the member's batch of M registration reads: the shared view if
-        the group's view is still the one its listing saw, else every read made for real
-        (`ZkGroupStore.registrations`, on the scheduler's thread: untimed, the batch's time is already spent)."""
+    def _unseen(self, members: list[str]) -> list[str]:
+        """The registrations this attempt reads: all of them, or with incremental ownership those of members that
+        were not in its last view (a member re-registers under a new id only by leaving first, and the simulated
+        changes never rewrite a registration with another subscription, so the kept ones are current)."""
+        if not self.incremental or self._seen is None:
+            return members
+        return [m for m in members if m not in self._seen]
+
+    def _registrations(self, members: list[str], unseen: list[str],
+                       all_topics: list[str]) -> SharedView | dict[str, Registration]:
+        """At the instant the server has served the member's batch of registration reads: the shared view if the
+        group's view is still the one its listing saw, else the reads made for real (`ZkGroupStore.registrations`,
+        on the scheduler's thread: untimed, the batch's time is already spent), the kept ones beside them."""
         cache, client = self.cache, self.client
         if members and client.ids_epoch_seen == self.server.view_epoch:
             view = cache.view(self.server, members, all_topics)
-            self._count_reads(len(members))  # all M are sent; the first bad one fails the attempt
+            self._count_reads(len(unseen))  # all are sent; the first bad one fails the attempt
             cache.stats.batches += 1
-            if view.fail is not None:
+            if view.fail is not None and (len(unseen) == len(members) or view.members[view.error_at] in unseen):
                 view.fail()
             return view
-        return {m: registration.topic_streams(all_topics, cache.exclude_internal_topics)
-                for m, registration in self.listener.store.registrations(members).items()}
+        fresh = self.listener.store.registrations(unseen)
+        return {m: fresh[m] if m in fresh else self._kept[m] for m in members}
 
     def _count_reads(self, n: int) -> None:
         """The reads the batch stands for, on the server's and the client's counters (what the wire would show)."""
@@ -178,6 +209,9 @@ class MemberShortcut:
         """Stands in for `ZKRebalancerListener.assign`: one `assign_group` per shared context. The result is shared
         read-only (the listener only reads it: its own part is copied by `Ownership.install`)."""
         shared = self._shared.pop(id(context), None)
+        if self.listener.assignor.uses_previous:  # sticky: the view's agreed record, its requests made for real
+            reuse = None if shared is None else shared[0].sticky.setdefault(shared[1], {})
+            return sticky_agreement.assign(self.listener, context, shared=reuse)
         if shared is None:
             return self.listener.assignor.assign_group(context)
         view, key = shared

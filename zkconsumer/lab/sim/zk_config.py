@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from zkconsumer.lab.naming import name_width
 from zkconsumer.lab.sim.capacity import Capacity
 from zkconsumer.lab.sim.latency import LatencyModel
+from zkconsumer.modes import mode_properties
 
 CHURN_KINDS = ("join", "leave", "crash")
 
@@ -32,6 +33,9 @@ class ZkSimConfig:
     backoff_ms: int = 500
     max_retries: int = 20
     strategy: str = "range"
+    # An opt-in mode of zkconsumer/modes.py (or a '+' combination, e.g. "incremental+sticky") every member runs;
+    # "sticky" sets the strategy (`assignment_strategy`). The default is 0.8.2 byte for byte.
+    mode: str = "faithful"
     # A new member's two chroot checks at connect. The lab's members connect to the broker's ZooKeeper root
     # (a real broker registers there), so they send none.
     chroot: bool = False
@@ -45,11 +49,22 @@ class ZkSimConfig:
     capacity: Capacity | None = None
 
     @property
+    def properties(self) -> dict[str, str]:
+        """The consumer properties of `mode`."""
+        return mode_properties(self.mode)
+
+    @property
+    def assignment_strategy(self) -> str:
+        """The strategy every member runs: the mode's, else `strategy`."""
+        return self.properties.get("partition.assignment.strategy", self.strategy)
+
+    @property
     def name_width(self) -> int:
         """Member names padded as the lab pads them (naming.py), so both assign in the same order."""
         return name_width(self.members + self.joiners - 1)
 
     def __post_init__(self) -> None:
+        mode_properties(self.mode)  # a ValueError naming the modes there are
         if self.churn not in CHURN_KINDS:
             raise ValueError(f"churn must be one of {CHURN_KINDS}, got {self.churn!r}")
         if self.joiners < 1 or self.join_gap_ms < 0:

@@ -82,6 +82,7 @@ class SimMember:
             # Rebalance-only members consume nothing: their offsets stay -1 and auto-commit would write nothing;
             # off, it starts no thread.
             "auto.commit.enable": False,
+            **c.properties,
         })
 
     def build(self) -> ZookeeperConsumerConnector:

@@ -22,6 +22,7 @@ analysis show them beside it, and the predictions' notes say this.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -31,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rebalance import opt_in, sticky_agreement
 from rebalance.assignment import TopicPartition
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
@@ -222,7 +224,7 @@ def _start_settled_group(world: ZkWorld, streams: dict[str, int]) -> None:
             member = SimMember(world, member_name(i, config.name_width), i)
             world.members.append(member)
             member.build()
-            register(member.client, config.group, member.consumer_id, registration, 0.0)
+            register(member.client, config.group, member.consumer_id, _with_modes(registration, member), 0.0)
         for member in world.members:
             assert member.connector is not None
             member.connector.create_message_streams(streams)
@@ -231,6 +233,14 @@ def _start_settled_group(world: ZkWorld, streams: dict[str, int]) -> None:
     sched.run()
     for stat in ("batches", "counted_reads", "executed_reads"):
         setattr(world.views.stats, stat, 0)
+
+
+def _with_modes(registration: Registration, member: SimMember) -> Registration:
+    """The registration as the member's connector writes it: the modes that need every member named in it (the
+    barrier, the sticky assignor), so the first rebalance of each sees a group that runs them."""
+    modes = ((opt_in.BARRIER,) if member.listener.settings.modes.barrier else ()) + (
+        (sticky_agreement.STICKY,) if member.listener.assignor.uses_previous else ())
+    return dataclasses.replace(registration, modes=modes) if modes else registration
 
 
 def _totals(server: SimServer, admin: Any) -> Counter[str]:
@@ -245,6 +255,6 @@ def _converged(world: ZkWorld, admin: Any, live: list[SimMember]) -> bool:
         return False
     if not live:
         return True
-    if not check_convergence(snapshot, get_assignor(world.config.strategy)).settled:
+    if not check_convergence(snapshot, get_assignor(world.config.assignment_strategy)).settled:
         return False
     return all(m.listener.state == MemberState.OWNING for m in live)

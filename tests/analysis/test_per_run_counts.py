@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from spark_oracle import herd, notice_split
 from spark_oracle.metrics import control_records, wire_gap_counts
 
+from zkconsumer.lab import protocol_rules
 from zkconsumer.lab.analysis.per_run import counts
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
 from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, CHANGES_SCHEMA, WINDOWS_SCHEMA
@@ -195,10 +196,11 @@ def test_the_comparison_sees_a_broken_rule(reference, monkeypatch: pytest.Monkey
     """Without the consumer protocol's notices (a heartbeat's answer with a new assignment), the wire counts differ
     where a run has them: the comparison above is not blind to the rules."""
     _, ref, want, _ = reference
-    notices = [r for r in want["wire_counts"] if r["op"] == counts.TARGET_API and r["category"] == "notification"]
+    notices = [r for r in want["wire_counts"]
+               if r["op"] == protocol_rules.TARGET_API and r["category"] == "notification"]
     if not notices:
         pytest.skip("no consumer-protocol notices in these runs")
-    monkeypatch.setattr(counts, "TARGET_API", "no such API")
+    monkeypatch.setattr(protocol_rules, "TARGET_API", "no such API")  # the wire's category rule
     broken = [row for run_id in ref.run_tables for row in counts.wire_counts(
         ref.run_tables[run_id], ref.of(ref.windows_rows, run_id))]
     assert not same(broken, want["wire_counts"])

@@ -26,27 +26,34 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+# REBALANCE_NOTICE and TARGET_API are imported from here by the analysis (and its Spark oracle)
+from zkconsumer.lab.protocol_rules import (  # noqa: F401
+    KAFKA_PROTO,
+    NOTIFICATION,
+    REBALANCE_NOTICE,
+    REQUEST,
+    TARGET_API,
+    ZK_PROTO,
+    wire_category,
+)
+
 # Membership records that start a change the orchestrator times: each adds max(1, members) to the change number
 # that `stable` records name (zkconsumer/lab/run.py).
 CHANGE_ACTIONS = ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause", "migrate")
-REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"  # the Kafka error code name incumbents are told a rebalance with
 REJOIN_API = "JoinGroup"
-TARGET_API = "ConsumerGroupHeartbeat"  # its response's `assigned` is not null when it carries a new assignment
 
 
 def notice_member(record: dict[str, Any]) -> str | None:
-    """The member whose hearing of a change this wire record shows, or None."""
+    """The member whose hearing of a change this wire record shows, or None: a notification (the wire's category,
+    protocol_rules.wire_category), or a JoinGroup request (a classic member that rejoins has heard)."""
     if record.get("type") != "wire":
         return None
     proto, kind = record.get("proto"), record.get("kind")
-    if proto == "zk" and kind == "event":
-        return record.get("link")
-    if proto == "kafka" and ((kind == "response" and record.get("error_name") == REBALANCE_NOTICE)
-                             or (kind == "request" and record.get("api_name") == REJOIN_API)
-                             or (kind == "response" and record.get("api_name") == TARGET_API
-                                 and record.get("assigned") is not None)):
-        return record.get("link") or record.get("client_id")
-    return None
+    category = wire_category(proto, kind, record.get("error_name"), record.get("api_name"), record.get("assigned"))
+    rejoin = proto == KAFKA_PROTO and category == REQUEST and record.get("api_name") == REJOIN_API
+    if category != NOTIFICATION and not rejoin:
+        return None
+    return record.get("link") if proto == ZK_PROTO else record.get("link") or record.get("client_id")
 
 
 @dataclass(frozen=True)

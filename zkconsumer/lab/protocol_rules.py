@@ -37,6 +37,35 @@ CONFLICT_RESULT = str(AttemptResult.CONFLICT)
 NO_BACKOFF_RESULTS = (*SUCCEEDED_RESULTS, str(AttemptResult.STOPPED), str(AttemptResult.VIEW_CHANGED))
 
 
+# The wire's categories: what the lab counts of the proxies' `wire` records (docs/analysis.md). A *request* is a
+# frame a client sent (kind `request`: ZooKeeper's pings, connects and replies are not requests, nor are Kafka's
+# responses); a *notification* is a member told of a change: on ZooKeeper a watch event (kind `event`), on Kafka a
+# response that says a rebalance is on (error REBALANCE_IN_PROGRESS: its incumbents hear of a change so) or a
+# ConsumerGroupHeartbeat response carrying a new assignment (`assigned` not null: the consumer protocol's only
+# notice). Every other wire record has no category.
+ZK_PROTO, KAFKA_PROTO = "zk", "kafka"
+REQUEST, NOTIFICATION = "request", "notification"
+REQUEST_KIND = "request"
+ZK_NOTIFICATION_KIND = "event"
+KAFKA_RESPONSE_KIND = "response"
+REBALANCE_NOTICE = "REBALANCE_IN_PROGRESS"  # the Kafka error code name incumbents are told a rebalance with
+TARGET_API = GROUP_HEARTBEAT_API  # its response's `assigned` is not null when it carries a new assignment
+
+
+def wire_category(proto: str | None, kind: str | None, error_name: str | None = None, api_name: str | None = None,
+                  assigned: int | None = None) -> str | None:
+    """A wire record's category: REQUEST, NOTIFICATION or None (see above)."""
+    if proto == ZK_PROTO:
+        return REQUEST if kind == REQUEST_KIND else NOTIFICATION if kind == ZK_NOTIFICATION_KIND else None
+    if proto == KAFKA_PROTO:
+        if kind == REQUEST_KIND:
+            return REQUEST
+        if kind == KAFKA_RESPONSE_KIND and (error_name == REBALANCE_NOTICE
+                                            or (api_name == TARGET_API and assigned is not None)):
+            return NOTIFICATION
+    return None
+
+
 def is_coordination_api(api: str | None) -> bool:
     return api in COORDINATION_APIS
 
@@ -80,6 +109,20 @@ def coordination_request_column(api: Column | str, member_epoch: Column | str, o
 
     change = F.coalesce(_col(member_epoch) <= 0, F.lit(False)) | _col(owned).isNotNull()
     return F.when(_col(api) == GROUP_HEARTBEAT_API, change).otherwise(coordination_api_column(api))
+
+
+def wire_category_column(proto: Column | str, kind: Column | str, error_name: Column | str,
+                         api_name: Column | str, assigned: Column | str) -> Column:
+    """`wire_category` as a column: "request", "notification" or null (a null field as the Python rule takes None)."""
+    from pyspark.sql import functions as F
+
+    proto, kind = _col(proto), _col(kind)
+    notice = F.coalesce((_col(error_name) == REBALANCE_NOTICE)
+                        | ((_col(api_name) == TARGET_API) & _col(assigned).isNotNull()), F.lit(False))
+    return (F.when((proto == ZK_PROTO) & (kind == REQUEST_KIND), F.lit(REQUEST))
+            .when((proto == ZK_PROTO) & (kind == ZK_NOTIFICATION_KIND), F.lit(NOTIFICATION))
+            .when((proto == KAFKA_PROTO) & (kind == REQUEST_KIND), F.lit(REQUEST))
+            .when((proto == KAFKA_PROTO) & (kind == KAFKA_RESPONSE_KIND) & notice, F.lit(NOTIFICATION)))
 
 
 def failed_attempt_column(result: Column | str) -> Column:

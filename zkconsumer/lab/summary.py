@@ -32,10 +32,15 @@ from zkconsumer.lab.handover import Handover
 from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
 from zkconsumer.lab.protocol_rules import (
     GROUP_HEARTBEAT_API,
+    KAFKA_PROTO,
+    NOTIFICATION,
+    REQUEST,
+    ZK_PROTO,
     is_conflict,
     is_coordination_request,
     is_failed_attempt,
     is_heartbeat,
+    wire_category,
 )
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
@@ -226,6 +231,11 @@ def _zk_identity(summary: RunSummary) -> identities.RequestIdentity | None:
     return identities.zk_join(int(form.value), summary.zk_requests, found.re_sent, found.losses, found.reconnections)
 
 
+def _category(record: dict[str, Any]) -> str | None:
+    return wire_category(record.get("proto"), record.get("kind"), record.get("error_name"), record.get("api_name"),
+                         record.get("assigned"))
+
+
 def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -> None:
     kind = record.get("kind")
     match record["type"]:
@@ -248,15 +258,15 @@ def _count(summary: RunSummary, record: dict[str, Any], generations: set[int]) -
         case "generation" if kind == "revoked" and record.get("partitions"):
             # a join's joiner owns nothing to revoke: whoever revokes in a join window is an incumbent
             summary.incumbent_revoked = True
-        case "wire" if record.get("proto") == "zk" and kind == "request":
+        case "wire" if record.get("proto") == ZK_PROTO and _category(record) == REQUEST:
             summary.zk_requests += 1
             summary.zk_by_op[record.get("op")] += 1
         case "wire" if (record.get("proto") == "zk" and kind == "reply" and record.get("err_name") == "NodeExists"
                         and "/owners/" in (record.get("path") or "")):
             summary.owner_conflicts += 1
-        case "wire" if record.get("proto") == "zk" and kind == "event":
+        case "wire" if record.get("proto") == ZK_PROTO and _category(record) == NOTIFICATION:
             summary.zk_notifications += 1
-        case "wire" if record.get("proto") == "kafka" and kind == "request":
+        case "wire" if record.get("proto") == KAFKA_PROTO and _category(record) == REQUEST:
             api, epoch, owned = record.get("api_name"), record.get("member_epoch"), record.get("owned")
             summary.kafka_by_api[api] += 1
             summary.kafka_coordination += is_coordination_request(api, epoch, owned)

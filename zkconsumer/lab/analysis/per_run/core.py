@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from zkconsumer.lab.analysis.owner_nodes import NODE_EXISTS, OK, OWNER_PATH, OWNERS_FROM_WIRE
+from zkconsumer.lab.protocol_rules import REQUEST, ZK_PROTO, wire_category
 
 Row = dict[str, Any]
 _OWNER = re.compile(OWNER_PATH)
@@ -89,8 +90,8 @@ def deleted(r: Row) -> bool:
 
 def session_closed(r: Row) -> bool:
     """A member closing its session: ZooKeeper deletes its ephemeral owner nodes with it."""
-    return (r.get("type") == "wire" and r.get("proto") == "zk" and r.get("kind") == "request"
-            and r.get("op") == "closeSession")
+    return (r.get("type") == "wire" and r.get("proto") == ZK_PROTO
+            and wire_category(ZK_PROTO, r.get("kind")) == REQUEST and r.get("op") == "closeSession")
 
 
 def from_wire(r: Row) -> bool:

@@ -26,12 +26,14 @@ import pyarrow.compute as pc
 from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.per_run.core import Row, attach, change_indexes, conflicted, equals, is_in, picked
-from zkconsumer.lab.noticing import REBALANCE_NOTICE, TARGET_API, notice_member, split
+from zkconsumer.lab.noticing import notice_member, split
 from zkconsumer.lab.protocol_rules import (
     GROUP_HEARTBEAT_API,
+    REQUEST,
     is_conflict,
     is_coordination_request,
     is_failed_attempt,
+    wire_category,
 )
 
 Rule = Callable[[Row], Any]
@@ -123,15 +125,7 @@ _WIRE_KEYS = ("run_id", "design", "change_index", "link", "client_id", "proto", 
 
 def _category(g: Row) -> str | None:
     """A wire record's category: request | notification (a broker-side design's notices are responses), or None."""
-    proto, kind = g["proto"], g["kind"]
-    if proto == "zk":
-        return {"request": "request", "event": "notification"}.get(kind)
-    if proto == "kafka" and kind == "request":
-        return "request"
-    if proto == "kafka" and kind == "response" and (
-            g["error_name"] == REBALANCE_NOTICE or (g["api_name"] == TARGET_API and g["assigned"] is not None)):
-        return "notification"
-    return None
+    return wire_category(g["proto"], g["kind"], g["error_name"], g["api_name"], g["assigned"])
 
 
 def _coalesce(value: Any, default: Any) -> Any:
@@ -150,7 +144,7 @@ def wire_counts(run: pa.Table, windows: Sequence[Row]) -> list[Row]:
         # Spark's when(zk, ...).otherwise(...): a null proto takes the otherwise branch
         op = _coalesce(g["op"], "watch event") if zk else g["api_name"]
         code = g["opcode"] if zk else g["api_key"]
-        coordination = (kafka and g["kind"] == "request"
+        coordination = (kafka and category == REQUEST
                         and is_coordination_request(g["api_name"], g["member_epoch"], g["owned"]))
         key = (g["run_id"], g["design"], g["change_index"], _coalesce(g["link"], g["client_id"]), g["proto"],
                category, op, code, coordination)

@@ -18,7 +18,7 @@ from zkconsumer.lab.analysis.herd import REBALANCE_TOTALS
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
 from zkconsumer.lab.analysis.per_run.core import greatest, median
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.protocol_rules import HEARTBEAT_APIS
+from zkconsumer.lab.protocol_rules import HEARTBEAT_APIS, KAFKA_PROTO, NOTIFICATION, REQUEST, ZK_PROTO
 
 Row = dict[str, Any]
 PER_CHANGE = ("zk_requests", "zk_notifications", "kafka_requests", "kafka_coordination", "kafka_heartbeats",
@@ -52,18 +52,18 @@ def wire_totals(counts: Sequence[Row]) -> Row:
         return sum(r["count"] for r in counts if test(r))
 
     def zk(r: Row) -> bool:
-        return r["proto"] == "zk"
+        return r["proto"] == ZK_PROTO
 
     def kafka_request(r: Row) -> bool:
-        return r["proto"] == "kafka" and r["category"] == "request"
+        return r["proto"] == KAFKA_PROTO and r["category"] == REQUEST
 
-    return {"zk_requests": total(lambda r: zk(r) and r["category"] == "request"),
-            "zk_notifications": total(lambda r: zk(r) and r["category"] == "notification"),
+    return {"zk_requests": total(lambda r: zk(r) and r["category"] == REQUEST),
+            "zk_notifications": total(lambda r: zk(r) and r["category"] == NOTIFICATION),
             "kafka_requests": total(kafka_request),
             "kafka_coordination": total(lambda r: kafka_request(r) and bool(r["coordination"])),
             "kafka_heartbeats": total(lambda r: kafka_request(r) and r["op"] in HEARTBEAT_APIS
                                       and r["coordination"] is False),
-            "rebalance_notices": total(lambda r: r["proto"] == "kafka" and r["category"] == "notification")}
+            "rebalance_notices": total(lambda r: r["proto"] == KAFKA_PROTO and r["category"] == NOTIFICATION)}
 
 
 def rebalance_totals(rows: Sequence[Row]) -> Row:

@@ -8,6 +8,7 @@ such a record too. Server-free: the archives are read as files.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tarfile
@@ -159,3 +160,55 @@ def test_a_trace_of_another_version_is_said_in_one_line_per_file(tmp_path: Path,
         f"{path}: 1 trace line of schema version 0 not read (this reader reads version 1): read them with the "
         "zkconsumer that wrote them (the run's manifest.json names it in `versions`)"]
     assert trace.version_counts(path) == {2: 3, 0: 1}
+
+
+ROOT = TESTS.parent
+
+
+def _calls(package: str, method: str) -> list[tuple[str, int, ast.Call]]:
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found.extend((str(path.relative_to(ROOT)), node.lineno, node) for node in ast.walk(tree)
+                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+                     and node.args)
+    return found
+
+
+def _undeclared(call: ast.Call, declared: dict[str, FieldType]) -> list[str]:
+    return [k.arg for k in call.keywords if k.arg is not None and k.arg not in declared]
+
+
+def test_every_field_a_writer_names_is_declared() -> None:
+    """Read in the source, so paths no recorded run took are checked too: every `trace.write("<type>", ...)` in the
+    lab, and every `events.emit(EventKind.X, ...)` in the product, names only fields the contract declares for that
+    type and kind (fields passed as `**mapping` are the recorded runs' business, above)."""
+    wrong = []
+    writes = 0
+    for where, line, call in _calls("zkconsumer/lab", "write"):
+        first = call.args[0]
+        if not (isinstance(first, ast.Constant) and first.value in RECORDS):
+            continue
+        writes += 1
+        rtype = RECORDS[first.value]
+        kind = next((k.value.value for k in call.keywords if k.arg == rtype.kind_field
+                     and isinstance(k.value, ast.Constant)), None)
+        declared = rtype.fields(kind) if kind is not None else {
+            name: ftype for k in (None, *rtype.kinds) for name, ftype in rtype.fields(k).items()}
+        if kind is not None and rtype.kinds and kind not in rtype.kinds:
+            wrong.append(f"{where}:{line}: {first.value} of unknown {rtype.kind_field} {kind!r}")
+        wrong.extend(f"{where}:{line}: {first.value} {kind or ''} field {name!r}" for name in _undeclared(
+            call, {**declared, "ts": FieldType.FLOAT}))
+    emits = 0
+    for package in ("rebalance", "zkconsumer"):
+        for where, line, call in _calls(package, "emit"):
+            first = call.args[0]
+            if not (isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name)
+                    and first.value.id == "EventKind"):
+                continue
+            emits += 1
+            kind = EventKind[first.attr]
+            wrong.extend(f"{where}:{line}: member_event {kind} field {name!r}"
+                         for name in _undeclared(call, dict(contract.MEMBER_EVENTS[kind])))
+    assert writes > 30 and emits > 20
+    assert wrong == []

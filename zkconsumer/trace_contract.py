@@ -174,7 +174,7 @@ _TYPES = (
     RecordType("produce", {"topic": F.STR, "partition": F.INT, "first_offset": F.LONG, "last_offset": F.LONG,
                            "count": F.LONG}, written_by="the load producer"),
     RecordType("commit", {"member": F.STR, "topic": F.STR, "partition": F.INT, "offset": F.LONG}, dict(WRITER),
-               written_by="broker-side members"),
+               written_by="no writer today (the ZooKeeper design's commits are member_event kind commit)"),
     RecordType("wire", {"proto": F.STR, "kind": F.STR},
                {"link": F.STR, "conn": F.LONG, "size": F.LONG, "latency_ms": F.FLOAT, "dropped": F.BOOL,
                 "detail": F.STR},
@@ -201,7 +201,7 @@ RECORDS: dict[str, RecordType] = {t.name: t for t in _TYPES}
 def problems(record: Mapping[str, Any], records: Mapping[str, RecordType] = RECORDS) -> list[str]:
     """What a record breaks of the contract (empty: nothing): a missing or null required field, an unknown type or
     kind, a field the contract does not declare, a value of another JSON type. The version is the reader's to
-    check (`version_problem`)."""
+    check: it reads its own only, and says what it skipped (`version_note`)."""
     found = [f"no {name!r}" for name in REQUIRED_ENVELOPE if record.get(name) is None]
     if found:
         return found

@@ -26,20 +26,24 @@ class MemberState(enum.StrEnum):
     ``check_transition`` refuses any other move, and the listener's ``_transition`` (rebalance/listener.py) is the
     only writer, under its ``rebalance_lock``:
 
-        CREATED ──▶ REGISTERING ──────▶ REBALANCING ──▶ OWNING
-                      ▲  ↺  │  ▲          ↺  │  ▲         │
-                      │     ▼  │             │  │         │
-                      │    FAILED ◀──────────┘  │         │
-                      │      └──────────────────┘         │
-                      └────────── session expired ────────┘
+                                         ┌─────────────┐
+                                         ▼ next trigger│
+        CREATED ──▶ REGISTERING ──▶ REBALANCING ──▶ OWNING
+                     ▲ ↺ │  ▲        ↺  │  ▲           │
+                     │   ▼  │           │  │           │
+                     │  FAILED ◀────────┘  │           │
+                     │     └───────────────┘           │
+                     └──────── session expired ────────┘
 
-        ↺ REGISTERING: a new session while registering; ↺ REBALANCING: the next attempt.
-        FAILED → REGISTERING: a failed registration's retry, or a new session after a failed rebalance.
+        ↺ by REGISTERING: a new session while registering; ↺ by REBALANCING: the next attempt.
+        REGISTERING → FAILED → REGISTERING: a failed registration and its retry (FAILED → REGISTERING is also a
+        new session after a failed rebalance). REBALANCING → FAILED: retries exhausted or a mode refused.
+        FAILED → REBALANCING: the next trigger after a failed rebalance.
         every state ──▶ CLOSED (shutdown); CLOSED is final.
 
     Not drawn, each for a reason given in ``TRANSITIONS``: CREATED → REBALANCING (a listener without a connector),
-    REBALANCING → REGISTERING, OWNING → FAILED and FAILED ↺ (a re-registration on the watcher thread next to the
-    caller's first rebalance).
+    REBALANCING → REGISTERING (a new session after a rebalance that stopped), OWNING → FAILED and FAILED ↺ (a
+    re-registration on the watcher thread next to the caller's first rebalance).
     """
 
     CREATED = "created"  # connected to ZooKeeper, no streams yet

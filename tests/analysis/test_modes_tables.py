@@ -74,6 +74,33 @@ def one_join(root: Path, scenario: str, case: str, design: str, mode: str, reque
     return b
 
 
+def four_partition_join(root: Path, mode: str, requests: int) -> ModeRun:
+    """m2 joins m0 (t/0, t/1) and m1 (t/2, t/3) at 12 s, the group stable 0.6 s later. Faithful: every fetcher
+    stops and the partitions are dealt again, m0 t/0, m1 t/1, m2 t/2 and t/3 (3 moved). incremental+sticky: m1 alone
+    stops t/3 and m2 gets it (1 moved), every other partition is never paused."""
+    b = ModeRun(root, "st-r0", "zk", scenario="st", mode=mode)
+    b.phase(0, "setup")
+    b.started(5, "m0", ["t/0", "t/1"])
+    b.started(5, "m1", ["t/2", "t/3"])
+    b.phase(10, "settled")
+    b.membership(12, "join", ["m2"], 0)
+    b.zk(12.1, "m0", kind="event", op=None, opcode=None, n=2)
+    b.zk(12.2, "m0", n=requests)
+    if mode == FAITHFUL:
+        b.stopped(12.3, "m0", ["t/0", "t/1"])
+        b.stopped(12.3, "m1", ["t/2", "t/3"])
+        b.started(12.5, "m0", ["t/0"])
+        b.started(12.5, "m1", ["t/1"])
+        b.started(12.5, "m2", ["t/2", "t/3"])
+    else:
+        b.stopped(12.3, "m1", ["t/3"])
+        b.started(12.4, "m2", ["t/3"])
+    b.stable(12.6, 1, 0.6)
+    b.phase(15, "done")
+    b.write()
+    return b
+
+
 @pytest.fixture(scope="module")
 def modal(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> AnalysisResult:
     root = tmp_path_factory.mktemp("modes-runs")
@@ -82,6 +109,8 @@ def modal(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Anal
     one_join(root, "sj", "sj-r0", "zk", "all", 3, 0.3, 0.1)
     one_join(root, "sj", "sj-r0", "coordinator", FAITHFUL, 5, 0.45, 0.2)
     one_join(root, "other", "other-r0", "zk", "incremental", 4, 0.2, 0.1)
+    four_partition_join(root, FAITHFUL, 30)
+    four_partition_join(root, "incremental+sticky", 9)
     return analyze([root], tmp_path_factory.mktemp("modes-report"), spark, predict_to=None)
 
 
@@ -91,7 +120,8 @@ def rows_by_label(result: AnalysisResult, spark: SparkSession) -> dict[tuple[str
 
 def test_one_row_per_scenario_and_design_mode_with_the_means_of_its_runs(modal, spark):
     rows = rows_by_label(modal, spark)
-    assert set(rows) == {("sj", "zk"), ("sj", "zk+all"), ("sj", "coordinator"), ("other", "zk+incremental")}
+    assert set(rows) == {("sj", "zk"), ("sj", "zk+all"), ("sj", "coordinator"), ("other", "zk+incremental"),
+                         ("st", "zk"), ("st", "zk+incremental+sticky")}
     faithful = rows[("sj", "zk")]
     assert faithful["runs"] == 2 and faithful["completed_runs"] == 2 and faithful["mode"] == FAITHFUL
     assert faithful["zk_requests_per_change"] == pytest.approx(10.0)  # (12 + 8) / 2, one change each
@@ -130,12 +160,31 @@ def test_ratios_are_against_the_faithful_zk_runs_of_the_same_scenario(modal, spa
     assert rows[("other", "zk+incremental")]["zk_requests_per_change_x"] is None
 
 
+def test_a_sticky_run_shows_its_partitions_moved_beside_the_faithful_mode(modal, spark):
+    """The sticky assignor's row (the mode as the lab records it, incremental+sticky): partitions moved per change
+    and the ratio to the faithful run's, with the other metrics of the section."""
+    rows = rows_by_label(modal, spark)
+    faithful, sticky = rows[("st", "zk")], rows[("st", "zk+incremental+sticky")]
+    assert sticky["mode"] == "incremental+sticky" and sticky["design"] == "zk"
+    assert faithful["partitions_moved_per_change"] == pytest.approx(3.0)
+    assert sticky["partitions_moved_per_change"] == pytest.approx(1.0)
+    assert sticky["partitions_moved_per_change_x"] == pytest.approx(1 / 3)
+    assert sticky["zk_requests_per_change_x"] == pytest.approx(0.3)  # 9 against 30
+    assert sticky["time_to_stable_s"] == near(0.6) and sticky["unowned_partition_s"] is not None
+    assert faithful["median_pause_s"] is not None
+    text = modal.report.read_text(encoding="utf-8")
+    row = re.search(r"<tr data-label='zk\+incremental\+sticky' data-scenario='st'>(.*?)</tr>", text).group(1)
+    assert "<td>1.0</td><td class=ratio>0.33</td>" in row
+    assert "<th>partitions moved per change</th>" in text
+
+
 def test_the_report_has_the_section_in_the_tables_order(modal):
     text = modal.report.read_text(encoding="utf-8")
     assert "<h2 id=modes>Opt-in modes</h2>" in text
     section = text[text.index("<table class=modes>"):]
     labels = re.findall(r"<tr data-label='([^']+)' data-scenario='([^']+)'>", section[:section.index("</table>")])
-    assert labels == [("zk+incremental", "other"), ("zk", "sj"), ("zk+all", "sj"), ("coordinator", "sj")]
+    assert labels == [("zk+incremental", "other"), ("zk", "sj"), ("zk+all", "sj"), ("coordinator", "sj"),
+                      ("zk", "st"), ("zk+incremental+sticky", "st")]
     row = re.search(r"<tr data-label='zk\+all' data-scenario='sj'>(.*?)</tr>", section).group(1)
     assert "<td class=ratio>0.30</td>" in row
 
@@ -143,8 +192,8 @@ def test_the_report_has_the_section_in_the_tables_order(modal):
 def test_the_other_sections_show_the_faithful_runs_only(modal):
     """A mode's run is the zk design: beside the faithful run of its case it would pass for it."""
     text = modal.report.read_text(encoding="utf-8")
-    assert "<p>3 runs (3 completed)" in text  # of five: zk+all and zk+incremental are the modes section's
-    assert "2 runs in an opt-in mode are shown in the section" in text
+    assert "<p>4 runs (4 completed)" in text  # of seven: zk+all, zk+incremental and zk+incremental+sticky are
+    assert "3 runs in an opt-in mode are shown in the section" in text  # the modes section's
     compared = text[text.index("<table class=cmp>"):]
     compared = compared[:compared.index("</table>")]
     assert "<td>sj</td>" in compared and "<td>other</td>" not in compared

@@ -18,6 +18,7 @@ COLUMNS = [  # (heading, modes column, digits, its ratio column or None)
     ("unowned partition-s", "unowned_partition_s", 2, "unowned_partition_s_x"),
     ("stop-the-world per member, median s", "median_pause_s", 2, "median_pause_s_x"),
     ("stop-the-world max s", "max_pause_s", 2, None),
+    ("partitions moved per change", "partitions_moved_per_change", 1, "partitions_moved_per_change_x"),
 ]
 
 INTRO = ("<p class=note>Each opt-in mode (docs/modes.md) on the zk design, next to the faithful mode (Kafka 0.8.2's "
@@ -27,7 +28,9 @@ INTRO = ("<p class=note>Each opt-in mode (docs/modes.md) on the zk design, next 
          "zk row of the same scenario and sweep value (below 1: the mode costs less). Owner conflicts are the "
          "owner-node claims ZooKeeper refused because another member held the node; failed attempts are rebalance "
          "attempts that did not end ok or no_brokers (zkconsumer/lab/protocol_rules.py), which includes an attempt a "
-         "mode abandoned for a newer view (view_changed: retried at once, without the backoff).</p>")
+         "mode abandoned for a newer view (view_changed: retried at once, without the backoff). Partitions moved are "
+         "those whose owner after a change differs from the owner before it (the sticky assignor, "
+         "<code>incremental+sticky</code>, moves only what balance requires).</p>")
 
 
 def _sweep(row: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """The opt-in modes (zkconsumer/modes.py, docs/modes.md) side by side: table `modes`, one row per scenario, sweep
 value and design+mode, the mean over its repeats of the per-run metrics the `runs` table already holds (metrics.py
 computes them: herd.py's requests, notifications and attempts, ownership.py's unowned partition-seconds and
-stop-the-world pauses, windows.py's time to stable), and each one's ratio to the faithful zk runs of the same
-scenario and sweep value.
+stop-the-world pauses and partitions moved, windows.py's time to stable), and each one's ratio to the faithful zk
+runs of the same scenario and sweep value.
 
 A run's mode is its manifest's `mode` (run.py writes it for a mode's runs only): a run without one is faithful.
 Runs that are all faithful give no table, and the report no section.
@@ -32,12 +32,14 @@ METRICS = (
     ("unowned_partition_s", "unowned_partition_s"),
     ("median_pause_s", "median_pause_s"),  # a member's stop-the-world: its fetchers stopped to started again
     ("max_pause_s", "max_pause_s"),
+    # partitions whose owner changed (per_run/ownership.py `moved`): what the sticky assignor cuts
+    ("partitions_moved_per_change", "partitions_moved_per_change"),
 )
 # the metrics also shown as a ratio to the faithful mode (`<column>_x`): what a mode is meant to cut
 # ZooKeeper traffic: none for the coordinator design, whose runs table holds 0 there, which is no figure to compare
 ZOOKEEPER_ONLY = ("zk_requests_per_change", "zk_notifications_per_change")
 RATIOS = ("zk_requests_per_change", "zk_notifications_per_change", "time_to_stable_s", "unowned_partition_s",
-          "median_pause_s")
+          "median_pause_s", "partitions_moved_per_change")
 MODE_SCHEMA = T.StructType([T.StructField("run_id", T.StringType(), False), T.StructField("mode", T.StringType())])
 
 

@@ -99,6 +99,37 @@ def test_only_the_listener_writes_the_member_state():
     assert writers == {"__init__", "_transition"}
 
 
+def test_every_transition_is_made_under_the_rebalance_lock(memory_group):
+    """Each STATE event (emitted inside `_transition`) finds `rebalance_lock` held: another thread cannot take it."""
+    memory_group.topic("t", 2)
+    member = memory_group.member("g", "m")
+    held: list[tuple[str, bool]] = []
+
+    def probe(event) -> None:
+        if event.kind != EventKind.STATE:
+            return
+        got: list[bool] = []
+
+        def try_lock() -> None:
+            lock = member.listener.rebalance_lock
+            got.append(lock.acquire(blocking=False))
+            if got[0]:
+                lock.release()
+
+        other = threading.Thread(target=try_lock)
+        other.start()
+        other.join()
+        held.append((event.data["state"], not got[0]))
+
+    member.add_event_listener(probe)
+    member.create_message_streams({"t": 1})
+    member.listener.trigger("test")
+    wait_for(lambda: [s for s, _ in held].count("owning") == 2, timeout=10, message="the second rebalance")
+    member.shutdown()
+    assert [s for s, _ in held] == ["registering", "rebalancing", "owning", "rebalancing", "owning", "closed"]
+    assert all(locked for _, locked in held), held
+
+
 def _assert_a_legal_path(states: list[dict]) -> None:
     """Each STATE event an edge of the table, each starting where the one before ended: from CREATED to CLOSED."""
     assert states[0]["previous"] == MemberState.CREATED and states[-1]["state"] == MemberState.CLOSED

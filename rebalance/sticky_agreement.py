@@ -90,7 +90,8 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
 
     `shared`: a dict from a caller whose members share one context's view (the simulation's identical-view
     shortcut, zkconsumer/lab/sim/views.py), in which what depends on the view alone (its name, the check that a
-    record fits it, the group's assignment from one record) is computed once instead of once per member."""
+    record fits it, the assignment computed from one previous assignment, the group's assignment from one record)
+    is computed once instead of once per member."""
     if not _sticky_applies(listener):
         return RangeAssignor().assign_group(context)
     memo: dict[str, Any] = {} if shared is None else shared
@@ -106,7 +107,9 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
     record = store.read_assignment(view) if listener.sticky_view == view else None
     if record is None:
         base = previous if previous is not None else (store.latest_assignment() or {})
-        computed = _flat(listener.assignor.assign_group_from(context, base))
+        if memo.get("base") != base or "computed" not in memo:  # members of a settled group share their base
+            memo.update(base=dict(base), computed=_flat(listener.assignor.assign_group_from(context, base)))
+        computed = memo["computed"]
         created = store.create_assignment(view, computed)
         record = computed if created else store.read_assignment(view)
         if record is None:

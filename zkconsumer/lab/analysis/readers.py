@@ -158,37 +158,51 @@ def runs_frame(spark: SparkSession, runs: list[RunInfo]) -> DataFrame:
     return spark.createDataFrame([r.row() for r in runs], MANIFEST_SCHEMA)
 
 
-def _bad_reason(r: Column, value: Column) -> Column:
-    """Why a line is bad, or null: the first failing check, from the coarsest to the per-type required fields."""
-    known = list(RECORD_TYPES)
-    reason = (F.when(F.trim(value) == "", F.lit("empty line"))
-              .when(r.isNull() | (r["v"].isNull() & r["type"].isNull() & r[CORRUPT].isNotNull()),
-                    F.lit("not JSON (torn or garbled line)"))
-              .when(r[CORRUPT].isNotNull(), F.lit("a field has the wrong type")))
-    for name in BASE_FIELDS:
-        reason = reason.when(r[name].isNull(), F.lit(f"no {name!r}"))
-    reason = (reason.when(r["v"] != SCHEMA_VERSION, F.concat(F.lit("schema version "), r["v"].cast("string")))
-              .when(~r["type"].isin(known), F.concat(F.lit("unknown type "), r["type"])))
-    for type_, fields in RECORD_TYPES.items():
-        for name in fields:
-            reason = reason.when((r["type"] == type_) & r[name].isNull(), F.lit(f"{type_} record without {name}"))
-    return reason
+def _literal(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _is_bad(r: Column, value: Column) -> Column:
+def _field(name: str) -> str:
+    """A field of the parsed struct `r` in Spark SQL."""
+    return f"r.`{name}`"
+
+
+def _type_is(type_: str) -> str:
+    return f"{_field('type')} = {_literal(type_)}"
+
+
+# The checks are written as Spark SQL and handed over as one expression each (F.expr): built with the Column API,
+# their hundred-odd branches are as many round trips to the JVM through py4j, about a second of the job's start.
+
+def _bad_reason() -> Column:
+    """Why a line (`value`, parsed as `r`) is bad, or null: the first failing check, from the coarsest to the
+    per-type required fields."""
+    branches = [("trim(value) = ''", _literal("empty line")),
+                (f"r IS NULL OR ({_field('v')} IS NULL AND {_field('type')} IS NULL AND {_field(CORRUPT)} IS NOT NULL)",
+                 _literal("not JSON (torn or garbled line)")),
+                (f"{_field(CORRUPT)} IS NOT NULL", _literal("a field has the wrong type"))]
+    branches += [(f"{_field(name)} IS NULL", _literal(f"no {name!r}")) for name in BASE_FIELDS]
+    branches += [(f"{_field('v')} != {SCHEMA_VERSION}",
+                  f"concat('schema version ', CAST({_field('v')} AS STRING))"),
+                 (f"NOT {_field('type')} IN ({', '.join(map(_literal, RECORD_TYPES))})",
+                  f"concat('unknown type ', {_field('type')})")]
+    branches += [(f"{_type_is(type_)} AND {_field(name)} IS NULL", _literal(f"{type_} record without {name}"))
+                 for type_, fields in RECORD_TYPES.items() for name in fields]
+    return F.expr("CASE " + " ".join(f"WHEN {when} THEN {then}" for when, then in branches) + " END")
+
+
+def _is_bad() -> Column:
     """The same verdict as `_bad_reason`, as one small boolean expression: it runs on every line, where the
     descriptive CASE (one branch per required field) is too large to be compiled and runs interpreted. The
     reason is worked out afterwards for the bad lines only."""
-    bad = (F.trim(value) == "") | r.isNull() | r[CORRUPT].isNotNull()
-    for name in BASE_FIELDS:
-        bad = bad | r[name].isNull()
-    bad = bad | (r["v"] != SCHEMA_VERSION) | ~r["type"].isin(list(RECORD_TYPES))
-    for type_, fields in RECORD_TYPES.items():
-        missing = F.lit(False)
-        for name in fields:
-            missing = missing | r[name].isNull()
-        bad = bad | ((r["type"] == type_) & missing)
-    return F.coalesce(bad, F.lit(True))
+    checks = ["trim(value) = ''", "r IS NULL", f"{_field(CORRUPT)} IS NOT NULL",
+              *[f"{_field(name)} IS NULL" for name in BASE_FIELDS],
+              f"{_field('v')} != {SCHEMA_VERSION}",
+              f"NOT {_field('type')} IN ({', '.join(map(_literal, RECORD_TYPES))})"]
+    checks += [f"({_type_is(type_)} AND ({' OR '.join(f'{_field(name)} IS NULL' for name in fields) or 'false'}))"
+               for type_, fields in RECORD_TYPES.items()]
+    return F.expr(f"coalesce({' OR '.join(f'({check})' for check in checks)}, true)")
 
 
 def _parse(value: Column) -> Column:
@@ -198,7 +212,8 @@ def _parse(value: Column) -> Column:
 def line_reasons(spark: SparkSession, lines: list[str]) -> list[str | None]:
     """What the reader makes of each line: why it is bad, or None for a good one."""
     df = spark.createDataFrame([(i, line) for i, line in enumerate(lines)], "i int, value string")
-    rows = df.select("i", _bad_reason(_parse(F.col("value")), F.col("value")).alias("reason")).orderBy("i").collect()
+    rows = (df.withColumn("r", _parse(F.col("value"))).select("i", _bad_reason().alias("reason")).orderBy("i")
+            .collect())
     return [r["reason"] for r in rows]
 
 
@@ -264,10 +279,10 @@ def parsed_lines(spark: SparkSession, runs: list[RunInfo], fields: tuple[str, ..
     return (text.select(F.col("_metadata.file_path").alias("file_uri"), "value",
                         F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
             .withColumn("r", _parse(value))
-            .withColumn("bad", _is_bad(r, value))
+            .withColumn("bad", _is_bad())
             .select("file_uri", "_pid", "_mid", "bad",
                     # the descriptive check runs on the bad lines only (`_is_bad` says why)
-                    F.when(F.col("bad"), _bad_reason(r, value)).alias("reason"),
+                    F.when(F.col("bad"), _bad_reason()).alias("reason"),
                     F.when(F.col("bad"), F.substring(value, 1, BAD_TEXT_CHARS)).alias("text"),
                     *[r[name].alias(name) for name in fields]))
 

@@ -28,8 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from zkconsumer.lab.analysis.sql_text import literal, quoted
 
 TAG = "_frame"
 # Set while the job runs (`planned_whole`), put back after.
@@ -100,9 +101,11 @@ def hold(spark: SparkSession, frames: dict[str, DataFrame]) -> dict[str, Held]:
     # over a field declared non-null. CASE WHEN without ELSE is nullable; its condition must be one the optimizer
     # cannot fold to true (which would give the non-null column back): spark_partition_id() is not a constant.
     # Each frame's own schema is given back to it below.
-    always = F.spark_partition_id() >= 0
-    parts = [df.select(F.lit(i).alias(TAG), F.struct(*[F.when(always, F.col(f"`{c}`")).alias(c) for c in df.columns])
-                       .alias(f"_f{i}"))
+    # Written as SQL, one expression per frame: a column at a time through the Column API was a py4j round trip
+    # per call, thousands for the job's tables.
+    parts = [df.selectExpr(f"{i} AS {TAG}", "named_struct(" + ", ".join(
+                 f"{literal(c)}, CASE WHEN spark_partition_id() >= 0 THEN {quoted(c)} END" for c in df.columns)
+                 + f") AS _f{i}")
              for i, df in enumerate(frames.values())]
     table = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts).toArrow()
     held = {}

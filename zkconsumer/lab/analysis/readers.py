@@ -32,6 +32,7 @@ from zkconsumer.lab.analysis.schemas import (
     TRACE_ERROR_SCHEMA,
     TRACE_SCHEMA,
 )
+from zkconsumer.lab.analysis.sql_text import literal, quoted
 from zkconsumer.lab.designs import is_zookeeper_design
 from zkconsumer.lab.server_info import servers_line
 from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION, version_counts
@@ -158,18 +159,13 @@ def runs_frame(spark: SparkSession, runs: list[RunInfo]) -> DataFrame:
     return spark.createDataFrame([r.row() for r in runs], MANIFEST_SCHEMA)
 
 
-def _literal(text: str) -> str:
-    """`text` as a Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _field(name: str) -> str:
+def _field(field: str) -> str:
     """A field of the parsed struct `r` in Spark SQL."""
-    return f"r.`{name}`"
+    return f"r.{quoted(field)}"
 
 
 def _type_is(type_: str) -> str:
-    return f"{_field('type')} = {_literal(type_)}"
+    return f"{_field('type')} = {literal(type_)}"
 
 
 # The checks are written as Spark SQL and handed over as one expression each (F.expr): built with the Column API,
@@ -178,18 +174,22 @@ def _type_is(type_: str) -> str:
 def _bad_reason() -> Column:
     """Why a line (`value`, parsed as `r`) is bad, or null: the first failing check, from the coarsest to the
     per-type required fields."""
-    branches = [("trim(value) = ''", _literal("empty line")),
+    return F.expr(_bad_reason_sql())
+
+
+def _bad_reason_sql() -> str:
+    branches = [("trim(value) = ''", literal("empty line")),
                 (f"r IS NULL OR ({_field('v')} IS NULL AND {_field('type')} IS NULL AND {_field(CORRUPT)} IS NOT NULL)",
-                 _literal("not JSON (torn or garbled line)")),
-                (f"{_field(CORRUPT)} IS NOT NULL", _literal("a field has the wrong type"))]
-    branches += [(f"{_field(name)} IS NULL", _literal(f"no {name!r}")) for name in BASE_FIELDS]
+                 literal("not JSON (torn or garbled line)")),
+                (f"{_field(CORRUPT)} IS NOT NULL", literal("a field has the wrong type"))]
+    branches += [(f"{_field(name)} IS NULL", literal(f"no {name!r}")) for name in BASE_FIELDS]
     branches += [(f"{_field('v')} != {SCHEMA_VERSION}",
                   f"concat('schema version ', CAST({_field('v')} AS STRING))"),
-                 (f"NOT {_field('type')} IN ({', '.join(map(_literal, RECORD_TYPES))})",
+                 (f"NOT {_field('type')} IN ({', '.join(map(literal, RECORD_TYPES))})",
                   f"concat('unknown type ', {_field('type')})")]
-    branches += [(f"{_type_is(type_)} AND {_field(name)} IS NULL", _literal(f"{type_} record without {name}"))
+    branches += [(f"{_type_is(type_)} AND {_field(name)} IS NULL", literal(f"{type_} record without {name}"))
                  for type_, fields in RECORD_TYPES.items() for name in fields]
-    return F.expr("CASE " + " ".join(f"WHEN {when} THEN {then}" for when, then in branches) + " END")
+    return "CASE " + " ".join(f"WHEN {when} THEN {then}" for when, then in branches) + " END"
 
 
 def _is_bad() -> Column:
@@ -199,7 +199,7 @@ def _is_bad() -> Column:
     checks = ["trim(value) = ''", "r IS NULL", f"{_field(CORRUPT)} IS NOT NULL",
               *[f"{_field(name)} IS NULL" for name in BASE_FIELDS],
               f"{_field('v')} != {SCHEMA_VERSION}",
-              f"NOT {_field('type')} IN ({', '.join(map(_literal, RECORD_TYPES))})"]
+              f"NOT {_field('type')} IN ({', '.join(map(literal, RECORD_TYPES))})"]
     checks += [f"({_type_is(type_)} AND ({' OR '.join(f'{_field(name)} IS NULL' for name in fields) or 'false'}))"
                for type_, fields in RECORD_TYPES.items()]
     return F.expr(f"coalesce({' OR '.join(f'({check})' for check in checks)}, true)")
@@ -275,16 +275,16 @@ def parsed_lines(spark: SparkSession, runs: list[RunInfo], fields: tuple[str, ..
     from_json is not a cheap expression)."""
     directories = sorted({str(Path(f).parent) for f in trace_files(runs)})
     text = spark.read.option("pathGlobFilter", "*.jsonl").text(directories)
-    r, value = F.col("r"), F.col("value")
     return (text.select(F.col("_metadata.file_path").alias("file_uri"), "value",
                         F.monotonically_increasing_id().alias("_mid"), F.spark_partition_id().alias("_pid"))
-            .withColumn("r", _parse(value))
+            .withColumn("r", _parse(F.col("value")))
             .withColumn("bad", _is_bad())
-            .select("file_uri", "_pid", "_mid", "bad",
-                    # the descriptive check runs on the bad lines only (`_is_bad` says why)
-                    F.when(F.col("bad"), _bad_reason()).alias("reason"),
-                    F.when(F.col("bad"), F.substring(value, 1, BAD_TEXT_CHARS)).alias("text"),
-                    *[r[name].alias(name) for name in fields]))
+            # in SQL, as the checks: a column per field through the Column API is a py4j round trip each
+            .selectExpr("file_uri", "_pid", "_mid", "bad",
+                        # the descriptive check runs on the bad lines only (`_is_bad` says why)
+                        f"CASE WHEN bad THEN {_bad_reason_sql()} END AS reason",
+                        f"CASE WHEN bad THEN substring(value, 1, {BAD_TEXT_CHARS}) END AS text",
+                        *[f"{_field(field)} AS {quoted(field)}" for field in fields]))
 
 
 def read_traces(spark: SparkSession, runs: list[RunInfo]) -> Traces:

@@ -29,7 +29,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_the_archive_is_keyed_by_the_java_and_the_spark_jars(install: Path) -> None:
+def test_the_archive_is_keyed_by_the_java_and_the_spark_jars(install: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = class_archive.archive_path()
     assert first is not None and first.parent == install / "cache" / "spark-cds"
     assert class_archive.archive_path() == first  # the same install: the same file
@@ -37,7 +37,36 @@ def test_the_archive_is_keyed_by_the_java_and_the_spark_jars(install: Path) -> N
     second = class_archive.archive_path()
     assert second != first
     (install / "jdk" / "release").write_text('JAVA_VERSION="21.0.1"\n')  # another java
-    assert class_archive.archive_path() not in (first, second)
+    third = class_archive.archive_path()
+    assert third not in (first, second)
+    # the same jars in another directory (another venv): the JVM would refuse the archive of the first
+    (install / "spark").rename(install / "spark2")
+    monkeypatch.setenv("SPARK_HOME", str(install / "spark2"))
+    assert class_archive.archive_path() not in (first, second, third)
+
+
+def test_only_archives_no_driver_maps_again_are_pruned(install: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ours = class_archive.archive_path()
+    assert ours is not None
+    ours.parent.mkdir(parents=True)
+    other_venv = install / "other-spark"
+    (other_venv / "jars").mkdir(parents=True)
+
+    def archive(name: str, source: Path | None) -> Path:
+        path = ours.with_name(f"{name}{class_archive.SUFFIX}")
+        path.write_bytes(b"archive")
+        if source is not None:
+            path.with_suffix(class_archive.SOURCE).write_text(f"{source}\n")
+        return path
+
+    superseded = archive("old-of-ours", install / "spark" / "jars")  # this install before it changed
+    gone = archive("removed-venv", install / "nowhere" / "jars")
+    unknown = archive("no-source", None)
+    alive = archive("other-venv", other_venv / "jars")  # another install that still exists: still mapped there
+    ours.write_bytes(b"archive")
+    class_archive._prune(ours)
+    assert ours.exists() and alive.exists()
+    assert not superseded.exists() and not gone.exists() and not unknown.exists()
 
 
 def test_the_driver_maps_the_archive_only_when_it_exists(install: Path) -> None:

@@ -12,7 +12,8 @@ with `-XX:SharedArchiveFile` skips that work for Spark's own classes; the classe
 are not archived and are compiled as before.
 
 The archive is only valid for the JVM and the class path it was made with, so its file name is a hash of both
-(the java binary Spark will start and its `release` file, and the names and sizes of Spark's jars). A JVM that
+(the java binary Spark will start and its `release` file, and the directory, names, sizes and times of Spark's
+jars: the JVM checks each jar of the class path against the archive's record of it). A JVM that
 finds the archive does not match its class path or its build does not refuse to start: it runs without it
 (-Xshare:auto, the default), and its CDS warnings are switched off so they cannot reach a user's terminal.
 
@@ -39,6 +40,7 @@ from pathlib import Path
 from zkconsumer.embedded.jvm import cache_root
 
 SUFFIX = ".jsa"
+SOURCE = ".jars"  # beside each archive: the Spark jars directory it was made from
 # CDS reports why an archive was not mapped (another class path, another JVM build) as warnings on stdout: the
 # driver then simply runs without it, and the warning would only confuse a user.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -76,8 +78,12 @@ def archive_path() -> Path | None:
     release = java.parent.parent / "release"
     if release.is_file():
         digest.update(release.read_bytes())
+    # the JVM checks the class path the archive was made with, path by path, size and time: another install of the
+    # same Spark (another venv, or the same one reinstalled) is another archive
+    digest.update(f"{jars}\0".encode())
     for jar in sorted(jars.glob("*.jar")):
-        digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
+        stat = jar.stat()
+        digest.update(f"{jar.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return cache_root() / "spark-cds" / f"{digest.hexdigest()[:20]}{SUFFIX}"
 
 
@@ -111,15 +117,25 @@ def build(*, force: bool = False) -> Path | None:
                 tail = "\n".join(child.stdout.splitlines()[-30:])
                 raise RuntimeError(f"the class-data archive's training run failed (exit {child.returncode}); the "
                                    f"analysis runs without an archive. Its last lines:\n{tail}")
+            path.with_suffix(SOURCE).write_text(f"{_spark_jars()}\n", encoding="utf-8")
             # the child and its JVM have exited, so the file is whole: publish it in one step
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
-        for old in path.parent.glob(f"*{SUFFIX}"):
-            # archives of another java or other Spark jars: never mapped again
-            if old != path:
-                old.unlink(missing_ok=True)
+        _prune(path)
     return path
+
+
+def _prune(kept: Path) -> None:
+    """Remove the archives no driver will map again: those of this Spark install before it changed, and those
+    whose install is gone (a removed venv). Each archive's install is in its SOURCE file beside it."""
+    jars = _spark_jars()
+    for old in kept.parent.glob(f"*{SUFFIX}"):
+        source = old.with_suffix(SOURCE)
+        recorded = Path(source.read_text(encoding="utf-8").strip()) if source.is_file() else None
+        if old != kept and (recorded is None or recorded == jars or not recorded.is_dir()):
+            old.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ simulation's recipe waits for its read in virtual time instead of holding a real
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -42,7 +43,8 @@ class EventQueue:
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending: deque[Callable[[], None]] = deque()
         self._flush_lock = threading.Lock()
-        self._local = threading.local()
+        # per thread (and per greenlet: the simulation runs its threads as greenlets, zkconsumer/lab/sim/scheduler.py)
+        self._holding: contextvars.ContextVar[bool] = contextvars.ContextVar(f"{thread_name}-holding", default=False)
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -59,29 +61,29 @@ class EventQueue:
     def flush(self) -> None:
         """Hand queued callbacks to `dispatch`. Not re-entrant per thread (a callback's own calls queue behind
         it), and a thread that finds another one flushing leaves the queue to it, so there is no lock cycle."""
-        if self._dispatch is None or getattr(self._local, "holding", False):
+        if self._dispatch is None or self._holding.get():
             return
         while self._pending:
             if not self._flush_lock.acquire(blocking=False):
                 return
-            self._local.holding = True
+            self._holding.set(True)
             try:
                 while self._pending:
                     self._dispatch(_logged(self._pending.popleft()))
             finally:
-                self._local.holding = False
+                self._holding.set(False)
                 self._flush_lock.release()
 
     @contextmanager
     def holding(self) -> Iterator[None]:
         """Defer delivery on this thread until the block ends (a recipe's first run happens on the caller's
         thread, under the recipe's lock, and must not be re-entered by its own notifications)."""
-        outer = getattr(self._local, "holding", False)
-        self._local.holding = True
+        outer = self._holding.get()
+        self._holding.set(True)
         try:
             yield
         finally:
-            self._local.holding = outer
+            self._holding.set(outer)
         if not outer:
             self.flush()
 

@@ -3,6 +3,7 @@
 `pip install zkconsumer` is the consumer, its CLI and the embedded cluster; these need more:
 
     lab     `zkconsumer lab`, `zkconsumer demo` (the main job), `cluster up --kraft`: Spark, Arrow, pandas, numpy,
+            greenlet (the simulation),
             plotly, pydantic, confluent-kafka
     watch   the live view of `zkconsumer watch` (textual); `watch --once` needs nothing more
     tls     `cluster up --tls`: the throw-away CA and server certificate (cryptography)
@@ -26,7 +27,7 @@ from zkconsumer.errors import UserError
 
 # The import names each extra brings (pyproject.toml's [project.optional-dependencies], by import name).
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "lab": ("pyspark", "pyarrow", "pandas", "numpy", "plotly", "pydantic", "confluent_kafka"),
+    "lab": ("pyspark", "pyarrow", "pandas", "numpy", "greenlet", "plotly", "pydantic", "confluent_kafka"),
     "watch": ("textual",),
     "tls": ("cryptography",),
 }

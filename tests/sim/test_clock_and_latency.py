@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from zkconsumer.lab.sim.calibrate import parked_syncs, quantiles, undelayed
@@ -71,7 +69,7 @@ def test_virtual_lock_hands_over_in_fifo_order_and_is_reentrant_if_asked():
     sched.terminate_all()
 
 
-def test_a_failing_process_fails_the_run_and_terminate_all_ends_parked_threads():
+def test_a_failing_process_fails_the_run_and_terminate_all_ends_parked_processes():
     sched = Scheduler()
     sched.spawn("boom", lambda: 1 / 0)
     with pytest.raises(SimulationError, match="ZeroDivisionError"):
@@ -85,11 +83,13 @@ def test_a_failing_process_fails_the_run_and_terminate_all_ends_parked_threads()
         finally:
             cleaned.append(True)
 
-    sched.spawn("forever", forever)
+    process = sched.spawn("forever", forever)
     sched.run()
-    before = threading.active_count()
+    assert process.alive and not cleaned
     sched.terminate_all()
-    assert cleaned == [True] and threading.active_count() < before
+    # its `finally` ran, and its greenlet is over: nothing of the run is left to switch to
+    assert cleaned == [True] and not process.alive and process.glet is not None and process.glet.dead
+    assert sched.live_processes() == []
 
 
 def test_a_batch_draws_exactly_what_single_draws_would():

@@ -1,45 +1,26 @@
-"""The host process around a simulation: one CPU for its threads, and a garbage collector that stays out of
-the way of 10,000 members' long-lived objects."""
+"""The host process around a simulation: a garbage collector that stays out of the way of 10,000 members'
+long-lived objects."""
 
 from __future__ import annotations
 
-import fcntl
 import gc
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 
 @contextmanager
-def one_cpu() -> Iterator[None]:
-    """Pin the calling thread, and so every worker thread it starts, to one CPU. Only one simulated thread runs at
-    a time anyway; on one CPU a baton pass is a local wake-up instead of a cross-CPU one, which on a virtual
-    machine is several times slower. Simulations running side by side (Spark tasks) take different CPUs: each
-    holds a lock file per CPU while it runs."""
-    if not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    allowed = os.sched_getaffinity(0)
-    held = None
-    for cpu in sorted(allowed):
-        handle = open(Path(tempfile.gettempdir()) / f"zkconsumer-sim-cpu{cpu}.lock", "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        held = (cpu, handle)
-        break
-    cpu = held[0] if held else sorted(allowed)[os.getpid() % len(allowed)]  # all taken: share one
-    os.sched_setaffinity(0, {cpu})
+def collector_paused() -> Iterator[None]:
+    """No cycle collection while the settled group is built: everything it makes lives on, so each full
+    collection walks the growing group again for nothing (4 of them cost 0.87 s of a 2.1 s simulation of
+    N = 1,024; the heap grows 5 %, since building makes almost no cyclic garbage). Restores the collector's
+    previous state."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        os.sched_setaffinity(0, allowed)
-        if held:
-            held[1].close()  # closing releases the lock
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager

@@ -1,34 +1,38 @@
 """A discrete-event scheduler that runs real blocking code under a virtual clock.
 
 Every simulated activity that may block (a member's caller thread, its rebalance watcher, its ZooKeeper event
-thread) is a `Process`: an OS thread that runs only while it holds the *baton*. The scheduler hands the baton to
-one process at a time, in virtual-time order, and waits until that process gives it back, which it does only
-when it blocks in virtual time (`sleep_until`, `block`) or ends. So exactly one process runs at any moment,
-virtual time advances only between steps, and a run is a deterministic function of its inputs: there is no
-wall-clock wait and no OS scheduling decision anywhere in the outcome.
+thread) is a `Process`: a greenlet (a coroutine with its own C stack slice, from the `greenlet` package) that runs
+only while it holds the *baton*. The scheduler switches to one process at a time, in virtual-time order, and the
+process switches back only when it blocks in virtual time (`sleep_until`, `block`) or ends. So exactly one process
+runs at any moment, virtual time advances only between steps, and a run is a deterministic function of its inputs:
+there is no wall-clock wait and no OS scheduling decision anywhere in the outcome.
+
+Processes were OS threads handing a lock back and forth until the analysis's predictions showed what that costs:
+each hand-over is two GIL transfers and two futex wakes, most of a large group's simulated time (docs/simulation.md,
+"The scheduler"). A greenlet switch is a stack copy on the one thread that runs the simulation. The real code needs
+no change for it: everything it blocks on goes through the virtual primitives below (the `sync=` seam,
+virtual_sync.py), and what it keeps per thread is in context variables, which greenlets keep per greenlet.
 
 Time is an integer number of nanoseconds, so sums of latencies are exact and associative (the identical-view
 shortcut adds up a whole batch of reads at once and must land on the very nanosecond that one-by-one execution
 reaches). Events at the same time run in the order they were scheduled.
 
-The blocking primitives the real code uses (`threading.Event`, `Lock`, `RLock`) have virtual counterparts below,
-which the product takes through its `sync=` seam (virtual_sync.py); a real lock held across a virtual wait would
-stall the baton.
+A real lock held across a virtual wait would deadlock the simulation's one thread (the next process to take it
+waits for a holder that cannot run): the product's locks on those paths come from the `sync=` seam.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from greenlet import getcurrent, greenlet
+
 MS = 1_000_000
 S = 1_000_000_000
-# Simulated code is shallow (no deep recursion); a small stack keeps 10,000 parked threads cheap.
-_STACK_BYTES = 1 << 20
 
 
 class SimulationError(RuntimeError):
@@ -49,9 +53,9 @@ class Parked(BaseException):
 
 
 class Process:
-    """One simulated thread (created by `Scheduler.spawn`), run by a pooled OS thread (`_Worker`)."""
+    """One simulated thread (created by `Scheduler.spawn`), run by a greenlet made at its first resume."""
 
-    __slots__ = ("_terminating", "_token", "alive", "name", "on_exit", "sched", "target", "worker")
+    __slots__ = ("_terminating", "_token", "alive", "glet", "name", "on_exit", "sched", "target")
 
     def __init__(self, sched: Scheduler, name: str, target: Callable[[], Any]) -> None:
         self.sched = sched
@@ -61,67 +65,32 @@ class Process:
         self.on_exit: list[Callable[[], None]] = []
         self._token = 0  # a resume entry in the heap is valid only if it carries the current token
         self._terminating = False
-        self.worker = sched._worker_for(self)
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self.worker.thread
+        self.glet: greenlet | None = None
 
     def suspend(self) -> None:
-        """Give the baton back and wait for the next resume (called on this process's own thread)."""
-        worker = self.worker
-        self.sched.back.release()
-        worker.go.acquire()
+        """Give the baton back and wait for the next resume (called in this process's own greenlet)."""
+        self.sched._home.switch()
         if self._terminating:
             raise Terminated
 
+    def _body(self) -> None:
+        sched = self.sched
+        try:
+            if not self._terminating:
+                self.target()
+        except (Terminated, Parked):
+            pass
+        except BaseException as exc:
+            sched.failure = exc
+        finally:
+            self.alive = False
+            sched._alive.pop(self, None)
+            for callback in self.on_exit:
+                callback()
+        # returning switches to the parent: the scheduler's greenlet that resumed us
+
     def __repr__(self) -> str:
         return f"Process({self.name!r}, alive={self.alive})"
-
-
-class _Worker:
-    """An OS thread that runs processes one after the other. Reusing threads matters: a thread's start and its
-    teardown each need the GIL outside the baton, which costs more than the simulated step itself."""
-
-    __slots__ = ("go", "process", "sched", "thread")
-
-    def __init__(self, sched: Scheduler) -> None:
-        self.sched = sched
-        self.process: Process | None = None
-        self.go = threading.Lock()
-        self.go.acquire()
-        previous = threading.stack_size(_STACK_BYTES)
-        try:
-            self.thread = threading.Thread(target=self._loop, name="sim-worker", daemon=True)
-            self.thread.start()
-        except RuntimeError as exc:  # every simulated thread that is waiting at once holds an OS thread
-            raise SimulationError(f"no OS thread for simulated thread number {len(sched._alive)}: the host's "
-                                  f"limit on threads (kernel.pid_max, RLIMIT_NPROC) is reached ({exc})") from exc
-        finally:
-            threading.stack_size(previous)
-
-    def _loop(self) -> None:
-        sched = self.sched
-        while True:
-            self.go.acquire()  # the first baton of the next process (None: the scheduler is done with us)
-            process = self.process
-            if process is None:
-                return
-            try:
-                if not process._terminating:
-                    process.target()
-            except (Terminated, Parked):
-                pass
-            except BaseException as exc:
-                sched.failure = exc
-            finally:
-                process.alive = False
-                sched._alive.pop(process, None)
-                for callback in process.on_exit:
-                    callback()
-                self.process = None
-                sched._idle.append(self)
-                sched.back.release()
 
 
 class Scheduler:
@@ -131,17 +100,15 @@ class Scheduler:
         self.resumes = 0  # events that passed the baton to a process (the expensive kind)
         self.failure: BaseException | None = None
         self.current: Process | None = None
-        self.back = threading.Lock()  # released by a process when it hands the baton back
-        self.back.acquire()
+        self._home: Any = None  # the greenlet running the event loop, which every process switches back to
         self._heap: list[tuple[int, int, Callable[[], None] | None, Process | None, int]] = []
         self._seq = itertools.count()
         self._alive: dict[Process, None] = {}
-        self._idle: list[_Worker] = []
 
     # --- scheduling ----------------------------------------------------------------------------------
 
     def call_at(self, when: int, fn: Callable[[], None]) -> None:
-        """Run `fn` on the scheduler's thread at `when` (never earlier than now). It must not block."""
+        """Run `fn` on the scheduler's greenlet at `when` (never earlier than now). It must not block."""
         heapq.heappush(self._heap, (max(when, self.now), next(self._seq), fn, None, 0))
 
     def call_after(self, delay: int, fn: Callable[[], None]) -> None:
@@ -152,11 +119,6 @@ class Scheduler:
         self._alive[process] = None
         self._resume_at(process, self.now if at is None else at)
         return process
-
-    def _worker_for(self, process: Process) -> _Worker:
-        worker = self._idle.pop() if self._idle else _Worker(self)
-        worker.process = process
-        return worker
 
     def _resume_at(self, process: Process, when: int) -> None:
         process._token += 1  # any earlier resume of this process is now stale
@@ -170,9 +132,9 @@ class Scheduler:
     # --- called by processes -------------------------------------------------------------------------
 
     def running(self) -> Process | None:
-        """The process holding the baton, if the caller is that process's thread (None on the scheduler's)."""
+        """The process holding the baton, if the caller is that process's greenlet (None on the scheduler's)."""
         current = self.current
-        if current is not None and current.thread is threading.current_thread():
+        if current is not None and current.glet is getcurrent():
             return current
         return None
 
@@ -227,17 +189,23 @@ class Scheduler:
         return not self._heap
 
     def _resume(self, process: Process) -> None:
+        if self.running() is not None:
+            raise SimulationError("a simulated process tried to run the scheduler's loop")
+        self._home = getcurrent()
+        if process.glet is None:
+            process.glet = greenlet(process._body, parent=self._home)
         self.current = process
-        process.worker.go.release()
-        self.back.acquire()
-        self.current = None
+        try:
+            process.glet.switch()
+        finally:
+            self.current = None
 
     def live_processes(self) -> list[Process]:
         return list(self._alive)
 
     def terminate_all(self) -> None:
         """End every process still parked (a crashed member's, one waiting on a lock forever): each unwinds from
-        its suspension point with `Terminated`; then every pooled thread ends, so nothing leaks into the next run."""
+        its suspension point with `Terminated`, so its `finally` blocks run and nothing leaks into the next run."""
         for process in self.live_processes():
             process._terminating = True
             for _ in range(1000):  # a `finally` that waits again is resumed (and terminated) again
@@ -246,11 +214,6 @@ class Scheduler:
                 self._resume(process)
         self.failure = None
         self._heap.clear()
-        idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.go.release()  # no process assigned: the thread returns
-        for worker in idle:
-            worker.thread.join()
 
 
 class VirtualEvent:

@@ -42,7 +42,7 @@ from zkconsumer.lab.join_cost import accounted_requests
 from zkconsumer.lab.naming import member_name
 from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
 from zkconsumer.lab.sim.capacity import Resources
-from zkconsumer.lab.sim.host import long_lived_heap, one_cpu
+from zkconsumer.lab.sim.host import collector_paused, long_lived_heap
 from zkconsumer.lab.sim.latency import WIRE_OP
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler, SimulationError
 from zkconsumer.lab.sim.views import ViewCache
@@ -134,7 +134,7 @@ def simulate_zk(config: ZkSimConfig) -> ZkPrediction:
     began = time.perf_counter()
     world = ZkWorld(config)
     try:
-        with _quiet(), one_cpu():
+        with _quiet():
             return _simulate(world, began)
     finally:
         world.sched.terminate_all()
@@ -147,7 +147,8 @@ def _simulate(world: ZkWorld, began: float) -> ZkPrediction:
         admin.create(layout.broker_path(broker), _BROKER, ephemeral=True)
     admin.create(layout.topic_path(config.topic), codecs.encode_topic({p: [1] for p in range(config.partitions)}))
     streams = {config.topic: config.streams}
-    _start_settled_group(world, streams)
+    with collector_paused():
+        _start_settled_group(world, streams)
     if not _converged(world, admin, world.members):
         raise SimulationError("the settled group did not converge before the change")
     world.owners_before = read_group_snapshot(admin, config.group).owners

@@ -19,7 +19,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -181,11 +181,6 @@ def schema() -> Any:
     return StructType([StructField(name, types[kind], nullable=True) for name, kind in ROW_FIELDS])
 
 
-def _row(point: SweepPoint) -> tuple:
-    row = predict(point)
-    return tuple(row[name] for name, _ in ROW_FIELDS)
-
-
 def local_session(cores: int = 2, *, reuse_workers: bool = True, master: str | None = None) -> SparkSession:
     """A `local[cores]` session, or one on `master` (a cluster's URL, e.g. spark://host:7077), whose Python
     workers run this interpreter (the one with this project and its dependencies; Spark's default is whatever
@@ -214,23 +209,34 @@ def sweep(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] 
     A task of its own per combination keeps a row's `peak_rss_mb` that combination's (with `reuse_workers=False`,
     as benchmarks/bench_sim.py runs it); a few tasks sharing many small combinations spare a local session the
     tens of milliseconds each task costs to schedule and hand to a Python worker, which for small groups is more
-    than the simulation (the analysis job's predictions, predictions.py)."""
+    than the simulation (the analysis job's predictions, predictions.py).
+
+    The tasks are a map over Arrow (`mapInArrow`) of one row per task, its index into the shares: the same
+    Python workers as the analysis's grouped maps, already started, where an RDD of points would start a second
+    set (PySpark keys its worker daemons by the runner's environment, and the RDD's differs from SQL's). The
+    analysis's first sweep took 3.9-4.4 s that way against 5.0 s as an RDD (docs/analysis.md)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     points = sorted(grid(params_grid), key=lambda p: (-p.members, -p.partitions, p.churn, p.latency_scale, p.seed))
     if not points:
         raise ValueError("an empty sweep")
     if tasks is not None and tasks < 1:
         raise ValueError(f"a sweep needs at least one task, not {tasks}")
-    context = spark.sparkContext
     # The workers must run this interpreter (it has the project and its dependencies), or the one PYSPARK_PYTHON
     # names (a cluster's workers may keep it elsewhere); PySpark reads the attribute when a job is submitted, so
     # this also fixes a session started with another `python3`.
-    context.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
-    if tasks is None or tasks >= len(points):
-        rows = context.parallelize(points, numSlices=len(points)).map(_row)
-    else:
-        shares = share(points, tasks)
-        rows = context.parallelize(shares, numSlices=len(shares)).flatMap(lambda points: [_row(p) for p in points])
-    return spark.createDataFrame(rows, schema())
+    spark.sparkContext.pythonExec = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    shares = [[p] for p in points] if tasks is None or tasks >= len(points) else share(points, tasks)
+    spark_schema = schema()
+    arrow_schema = to_arrow_schema(spark_schema)
+
+    def simulate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield pa.RecordBatch.from_pylist([predict(p) for p in shares[task]], schema=arrow_schema)
+
+    return spark.range(0, len(shares), 1, len(shares)).mapInArrow(simulate, spark_schema)
 
 
 def share(points: list[SweepPoint], tasks: int) -> list[list[SweepPoint]]:

@@ -1,6 +1,8 @@
 """`ZookeeperConsumerConnector`: wires config, ZooKeeper, registration, streams, the rebalance listener,
 offsets and the fetcher manager together, in the Scala 0.8.2 order. The behaviour lives in the modules it
-wires; this file only owns lifecycle (streams creation, session renewal, auto-commit, shutdown).
+wires; this file only owns lifecycle (streams creation, session renewal, auto-commit, shutdown). As in 0.8.2,
+the wildcard topics are a class of their own (`WildcardStreamsHandler`, zkconsumer/wildcard.py), which the
+connector starts and stops.
 
 Threads (see docs/DESIGN.md, "Threads and locks"): the caller's thread runs the first rebalance; the
 listener's watcher thread runs every later one and all work that follows a ZooKeeper notification; kazoo's
@@ -37,6 +39,7 @@ from zkconsumer.kafka_offsets import KafkaOffsetsError, OffsetChannelSettings
 from zkconsumer.modes import mode_settings
 from zkconsumer.offset_storage import ZOOKEEPER, kafka_storage, storage_mode
 from zkconsumer.registration import make_consumer_id, register
+from zkconsumer.wildcard import WildcardStreamsHandler
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.client import WatchHandle, ZkClient, ZkUnavailableError
 from zkconsumer.zookeeper.group import ZkGroupStore, read_brokers
@@ -91,12 +94,8 @@ class ZookeeperConsumerConnector:
         self._registration: Registration | None = None
         self._watch_lock = sync.lock()  # guards the watch handles against shutdown()
         self._topic_watches: dict[str, WatchHandle] = {}
-        self._wildcard: tuple[TopicFilter, list[tuple[ChunkQueue, KafkaStream]]] | None = None
-        self._wildcard_lock = sync.lock()
-        self._wildcard_topics: set[str] = set()
-        self._latest_topics: list[str] | None = None
-        self._topics_seen = sync.event()
-        self._wildcard_watch: WatchHandle | None = None
+        self._sync = sync
+        self._wildcard: WildcardStreamsHandler | None = None  # made by create_message_streams_by_filter
         self._autocommit_thread: Thread | None = None
 
         self.zk = (zk_factory or default_zk_factory)(config, self.consumer_id)
@@ -161,16 +160,15 @@ class ZookeeperConsumerConnector:
             raise ValueError(f"num_streams must be an integer >= 1, got {num_streams!r}")
         self._claim_streams_once()
         pairs = [self._new_stream(key_decoder, value_decoder) for _ in range(num_streams)]
-        self._wildcard = (topic_filter, pairs)
+        self._wildcard = WildcardStreamsHandler(
+            self.consumer_id, topic_filter, pairs, zk=self.zk, watcher=self.listener, bind=self._bind,
+            watch_topics=self._watch_topic_data, closing=self._closing,
+            exclude_internal_topics=self.config.exclude_internal_topics, sync=self._sync)
         self._registration = self._with_modes(Registration.wildcard(topic_filter, num_streams))
         self.listener.mark_registering()
         self._register()
-        self._wildcard_watch = self.zk.watch_children(layout.BROKER_TOPICS, self._on_topics_changed)
-        if not self._topics_seen.wait(self.zk.request_timeout_s):
-            raise RuntimeError(f"{self.consumer_id}: the topic list under {layout.BROKER_TOPICS} never arrived")
-        self._apply_wildcard_topics(first=True)
-        self._reinitialize(self._wildcard_topics)
-        return [stream for _, stream in pairs]
+        self._reinitialize(self._wildcard.start())
+        return self._wildcard.streams
 
     def set_rebalance_listener(self, listener: ConsumerRebalanceListener) -> None:
         if self._streams_created:
@@ -229,10 +227,11 @@ class ZookeeperConsumerConnector:
         self.listener.stop()
         with self.listener.rebalance_lock:
             with self._watch_lock:
-                handles = [*self._topic_watches.values(), self._wildcard_watch]
+                handles = list(self._topic_watches.values())
+            if self._wildcard is not None:
+                self._wildcard.stop()
             for handle in handles:
-                if handle is not None:
-                    handle.stop()
+                handle.stop()
             try:
                 self.fetcher_manager.shutdown()
                 log.info("%s: fetching stopped", self.consumer_id)
@@ -320,7 +319,8 @@ class ZookeeperConsumerConnector:
             log.warning("%s: final commit failed: %s", self.consumer_id, exc)
 
     def _on_connection_state(self, state: str) -> None:
-        # kazoo's thread: emit, signal and log one line per change (nothing else is logged while it lasts).
+        # kazoo's thread: emit, signal and log one line per change (nothing else is logged while it lasts). The one
+        # lock of ours it takes is OffsetCheckpoints' (in `fence`, a flag write) on an expiry.
         self.events.emit(EventKind.CONNECTION, state=state)
         if state == "suspended":
             log.warning("%s: connection to ZooKeeper lost; keeping its partitions until the session expires",
@@ -355,6 +355,11 @@ class ZookeeperConsumerConnector:
             raise
 
     def _watch_topic_data(self, topics: set[str]) -> None:
+        """Watch each topic's node once (a change of its partitions triggers a rebalance). Runs on the caller's
+        thread (`_reinitialize`) or the watcher thread (a wildcard apply), never under the rebalance lock. It holds
+        `_watch_lock` across each `watch_data`, a ZooKeeper round trip that takes ZkClient's counter lock, so
+        shutdown(), which takes `_watch_lock` under the rebalance lock, waits for it (up to the request timeout if
+        ZooKeeper is unreachable); after that, `_closing` keeps any later call from adding a watch."""
         with self._watch_lock:
             if self._closing.is_set():
                 return
@@ -367,34 +372,6 @@ class ZookeeperConsumerConnector:
                         self.listener.trigger(f"topic {topic} changed")
 
                 self._topic_watches[topic] = self.zk.watch_data(layout.topic_path(topic), on_data, initial=False)
-
-    def _on_topics_changed(self, children: list[str]) -> None:
-        """Wildcard topic watcher, on kazoo's thread: record and hand the work to the watcher thread."""
-        with self._wildcard_lock:
-            self._latest_topics = list(children)
-        self._topics_seen.set()
-        if self.listener.started and not self._closing.is_set():
-            self.listener.submit(self._apply_wildcard_topics)
-
-    def _apply_wildcard_topics(self, first: bool = False) -> None:
-        """Bind newly allowed topics to the shared streams, watch them, and rebalance if the set changed."""
-        if self._wildcard is None or self._closing.is_set():
-            return
-        topic_filter, pairs = self._wildcard
-        with self._wildcard_lock:
-            children = self._latest_topics or []
-            allowed = {t for t in children if topic_filter.is_topic_allowed(t, self.config.exclude_internal_topics)}
-            added = allowed - self._wildcard_topics
-            if allowed == self._wildcard_topics:
-                return
-            log.info("%s: wildcard topics now %s", self.consumer_id, sorted(allowed))
-            for topic in sorted(added):
-                for i, (queue, stream) in enumerate(pairs):
-                    self._bind(topic, i, queue, stream)
-            self._wildcard_topics = allowed
-        if not first:
-            self._watch_topic_data(allowed)
-            self.listener.trigger("wildcard topic set changed")
 
     def _track_owned_topics(self, event: MemberEvent) -> None:
         """Per-topic OwnedPartitionsCount gauges follow ownership as it changes (removed on release)."""

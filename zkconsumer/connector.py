@@ -1,8 +1,8 @@
 """`ZookeeperConsumerConnector`: wires config, ZooKeeper, registration, streams, the rebalance listener,
 offsets and the fetcher manager together, in the Scala 0.8.2 order. The behaviour lives in the modules it
-wires; this file only owns lifecycle (streams creation, session renewal, auto-commit, shutdown). As in 0.8.2,
-the wildcard topics are a class of their own (`WildcardStreamsHandler`, zkconsumer/wildcard.py), which the
-connector starts and stops.
+wires; this file only owns lifecycle (streams creation, session renewal, shutdown). As in 0.8.2, the wildcard
+topics (`WildcardStreamsHandler`, zkconsumer/wildcard.py) and the periodic commit (`AutoCommitter`,
+zkconsumer/auto_commit.py) are classes of their own, which the connector starts and stops.
 
 Threads (see docs/DESIGN.md, "Threads and locks"): the caller's thread runs the first rebalance; the
 listener's watcher thread runs every later one and all work that follows a ZooKeeper notification; kazoo's
@@ -33,7 +33,8 @@ from rebalance.listener_types import ModeRefusedError
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from rebalance.subscription import Registration, TopicFilter
-from rebalance.sync import THREADING, SyncPrimitives, Thread
+from rebalance.sync import THREADING, SyncPrimitives
+from zkconsumer.auto_commit import AutoCommitter
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.kafka_offsets import KafkaOffsetsError, OffsetChannelSettings
 from zkconsumer.modes import mode_settings
@@ -96,7 +97,7 @@ class ZookeeperConsumerConnector:
         self._topic_watches: dict[str, WatchHandle] = {}
         self._sync = sync
         self._wildcard: WildcardStreamsHandler | None = None  # made by create_message_streams_by_filter
-        self._autocommit_thread: Thread | None = None
+        self._auto_committer: AutoCommitter | None = None
 
         self.zk = (zk_factory or default_zk_factory)(config, self.consumer_id)
         self.zk.on_state_change(self._on_connection_state)
@@ -125,8 +126,10 @@ class ZookeeperConsumerConnector:
                             lambda: len(self.ownership.owners()))
         self.events.subscribe(self._track_owned_topics)
         if config.auto_commit_enable:
-            self._autocommit_thread = sync.thread(self._autocommit_loop, name=f"{self.consumer_id}-auto-commit")
-            self._autocommit_thread.start()
+            self._auto_committer = AutoCommitter(
+                self.consumer_id, config.auto_commit_interval_ms, lambda: self.offsets.commit(self.ownership.infos()),
+                lock=self.listener.rebalance_lock, connected=lambda: self.zk.connected, sync=sync)
+            self._auto_committer.start()
         log.info("%s: connected to ZooKeeper at %s", self.consumer_id, config.zookeeper_connect)
 
     # --- public API --------------------------------------------------------------------------------
@@ -223,6 +226,8 @@ class ZookeeperConsumerConnector:
             if self._closing.is_set():
                 return
             self._closing.set()
+        if self._auto_committer is not None:
+            self._auto_committer.stop()
         log.info("%s: shutting down", self.consumer_id)
         self.listener.stop()
         with self.listener.rebalance_lock:
@@ -250,7 +255,7 @@ class ZookeeperConsumerConnector:
                     self.offset_storage.close()  # 0.8.2 disconnects the offsets channel last
         stragglers = [name for name, stopped in (
             ("watcher", self.listener.join(_JOIN_S)), ("fetchers", self.fetcher_manager.join(_JOIN_S)),
-            ("auto-commit", self._join_autocommit())) if not stopped]
+            ("auto-commit", self._auto_committer is None or self._auto_committer.join(_JOIN_S))) if not stopped]
         if stragglers:
             log.error("%s: threads still running after shutdown: %s", self.consumer_id, ", ".join(stragglers))
         self.listener.mark_closed()
@@ -384,23 +389,3 @@ class ZookeeperConsumerConnector:
                 self.registry.remove(name)
         for topic in owned:
             self.registry.gauge(prefix + topic, lambda t=topic: len(self.ownership.partitions_by_topic().get(t, ())))
-
-    def _autocommit_loop(self) -> None:
-        interval = self.config.auto_commit_interval_ms / 1000.0
-        while not self._closing.wait(interval):  # first run one interval after start, then every interval
-            if not self.zk.connected:  # the state change was logged once; the next round tries again
-                continue
-            try:
-                with self.listener.rebalance_lock:
-                    if self._closing.is_set():  # shutdown made the final commit while we waited for the lock
-                        return
-                    self.offsets.commit(self.ownership.infos())
-            except ZkUnavailableError as exc:
-                log.warning("%s: auto-commit skipped: %s", self.consumer_id, exc)
-            except Exception:
-                log.exception("%s: exception during auto-commit", self.consumer_id)
-
-    def _join_autocommit(self) -> bool:
-        if self._autocommit_thread is not None:
-            self._autocommit_thread.join(_JOIN_S)
-        return self._autocommit_thread is None or not self._autocommit_thread.is_alive()

@@ -119,10 +119,6 @@ def python_tables(inputs: Inputs) -> dict[str, Rows]:
     return tables
 
 
-def _compared(spark: SparkSession, inputs: Inputs) -> Compared:
-    return Compared(inputs, spark_tables(spark, inputs), python_tables(inputs))
-
-
 # --- runs written here: what the real runs lack ----------------------------------------------------------------
 
 OWNERS = "/lab/consumers/g/owners/t/"
@@ -178,30 +174,52 @@ def _edge_records() -> Rows:
     return rows
 
 
-@pytest.fixture(scope="module")
-def edge(spark: SparkSession, hand: Compared) -> Compared:
-    """The runs above, in the schemas of the real ones (the hand-built runs' Spark and Arrow records)."""
+def _edge_inputs(spark: SparkSession, like: Inputs) -> Inputs:
+    """The runs above, in the schemas of the real ones (`like`'s Spark and Arrow records)."""
     rows = _edge_records()
-    spark_schema = hand.inputs.records.schema
-    arrow_schema = next(iter(hand.inputs.run_tables.values())).schema
+    spark_schema = like.records.schema
+    arrow_schema = next(iter(like.run_tables.values())).schema
     records = spark.createDataFrame([tuple(r.get(f.name) for f in spark_schema.fields) for r in rows], spark_schema)
     table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in arrow_schema} for r in rows], schema=arrow_schema)
     runs = sorted({r["run_id"] for r in rows})
     run_tables = {run_id: table.filter(pc.equal(table["run_id"], run_id)) for run_id in runs}
     frame = build(records.filter(control_records()))
-    inputs = Inputs(records, run_tables, rows_of(frame.windows), rows_of(frame.bounds),
-                    {run_id: 2 if "zk" in run_id else None for run_id in runs})
-    return _compared(spark, inputs)
+    return Inputs(records, run_tables, rows_of(frame.windows), rows_of(frame.bounds),
+                  {run_id: 2 if "zk" in run_id else None for run_id in runs})
 
 
 @pytest.fixture(scope="module")
-def fixed(spark: SparkSession, fixed_ref: FixedReference) -> Compared:
-    return _compared(spark, _inputs(fixed_ref))
+def compared(spark: SparkSession, fixed_ref: FixedReference, hand_ref: FixedReference) -> dict[str, Compared]:
+    """The fixed set, the hand-built runs and the runs written here, each compared on its own, with the Spark
+    oracle run once over all three: its tables are per run (every one has a run id, and the oracle groups and
+    joins by it), and each of its queries costs its planning and compiling however few the records, which three
+    passes paid three times."""
+    inputs = {"fixed": _inputs(fixed_ref), "hand": _inputs(hand_ref)}
+    inputs["edge"] = _edge_inputs(spark, inputs["hand"])
+    every = list(inputs.values())
+    assert sum(len(i.run_tables) for i in every) == len({r for i in every for r in i.run_tables})  # ids apart
+    union = Inputs(every[0].records.unionByName(every[1].records).unionByName(every[2].records),
+                   {r: t for i in every for r, t in i.run_tables.items()},
+                   [w for i in every for w in i.windows_rows], [b for i in every for b in i.bounds_rows],
+                   {r: n for i in every for r, n in i.partitions.items()})
+    oracle = spark_tables(spark, union)
+    return {name: Compared(i, {t: [r for r in rows if r["run_id"] in i.run_tables] for t, rows in oracle.items()},
+                           python_tables(i)) for name, i in inputs.items()}
 
 
 @pytest.fixture(scope="module")
-def hand(spark: SparkSession, hand_ref: FixedReference) -> Compared:
-    return _compared(spark, _inputs(hand_ref))
+def edge(compared: dict[str, Compared]) -> Compared:
+    return compared["edge"]
+
+
+@pytest.fixture(scope="module")
+def fixed(compared: dict[str, Compared]) -> Compared:
+    return compared["fixed"]
+
+
+@pytest.fixture(scope="module")
+def hand(compared: dict[str, Compared]) -> Compared:
+    return compared["hand"]
 
 
 def _types(rows: Rows) -> set[tuple[str, str]]:

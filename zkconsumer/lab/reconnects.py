@@ -99,22 +99,37 @@ def _session(value: Any) -> str | None:
     return str(value)
 
 
+Counted = tuple[float, str, int]  # one counted thing: (its time, the `Reconnects` field it adds to, how much)
+
+
 def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end: float | None = None, *,
           within: Callable[[float], bool] | None = None) -> Reconnects:
     """The window's reconnections, connection losses and re-sent requests (the module docstring defines each).
     `records` are one run's trace records in any order; the whole run is read so that a member's state before the
     window is known, and only what happens inside [start, end] (or where `within(ts)` holds: the analysis's
     half-open change windows) is counted."""
-    def inside(ts: Any) -> bool:
-        return ts is not None and within(ts) if within is not None else _inside(ts, start, end)
+    return total(counted(records), lambda ts: within(ts) if within is not None else _inside(ts, start, end))
 
+
+def total(found: Iterable[Counted], inside: Callable[[float], bool]) -> Reconnects:
+    """The `Reconnects` of what `counted` found whose time `inside` accepts: one run's records are read once by
+    `counted`, then summed per window (the analysis has a window per change)."""
+    sums = dict.fromkeys(_FIELDS, 0)
+    for ts, name, n in found:
+        if inside(ts):
+            sums[name] += n
+    return Reconnects(**sums)
+
+
+def counted(records: Iterable[Mapping[str, Any]]) -> list[Counted]:
+    """Everything of one run that `count` counts, each at its time, whatever the window."""
     resuming: dict[tuple[Any, Any], str] = {}  # (link, conn) -> the session its ConnectRequest named
     replies: list[Mapping[str, Any]] = []
     watches: list[Mapping[str, Any]] = []  # notifications and watched reads, in the order the proxy saw them
     states: list[Mapping[str, Any]] = []
     refusals: list[Mapping[str, Any]] = []  # NodeExists answers to creates
     recreated: set[tuple[Any, Any]] = set()  # (member, path) of every re-sent create
-    resent = 0
+    found: list[Counted] = []
     for r in records:
         kind = r.get("kind")
         if r.get("type") == "wire" and r.get("proto") == "zk":
@@ -130,28 +145,33 @@ def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end:
             if kind in ("connection", "session_expired"):
                 states.append(r)
             elif kind == RESENT:
-                resent += inside(r.get("ts"))
+                if r.get("ts") is not None:
+                    found.append((r["ts"], "resent", 1))
                 if r.get("op") == "create":
                     recreated.add((r.get("member"), r.get("path")))
     replacing = {key for r in replies
                  if (key := (r.get("link"), r.get("conn"))) in resuming and (r.get("timeout_ms") or 0) > 0
                  and _session(r.get("session_id")) == resuming[key]}
-    reconnections = sum(1 for r in replies if (r.get("link"), r.get("conn")) in replacing
-                        and inside(r.get("ts")))
-    own = [r for r in refusals if (r.get("link"), r.get("path")) in recreated and inside(r.get("ts"))]
-    followed = sum(_follow_ups(r.get("path")) for r in own)
-    refused_owners = sum(1 for r in own if OWNERS in (r.get("path") or ""))
-    return Reconnects(reconnections, _losses(states, inside), resent, _rearmed(watches, replacing, inside), followed,
-                      refused_owners)
+    found += [(r["ts"], "reconnections", 1) for r in replies
+              if (r.get("link"), r.get("conn")) in replacing and r.get("ts") is not None]
+    for r in refusals:
+        if (r.get("link"), r.get("path")) in recreated and r.get("ts") is not None:
+            found.append((r["ts"], "followed", _follow_ups(r.get("path"))))
+            if OWNERS in (r.get("path") or ""):
+                found.append((r["ts"], "refused_owners", 1))
+    return found + _rearmed(watches, replacing) + _losses(states)
+
+
+_FIELDS = ("reconnections", "losses", "resent", "rearmed", "followed", "refused_owners")
 
 
 def _follow_ups(path: Any) -> int:
     return next((n for kind, n in FOLLOW_UPS.items() if kind in (path or "")), 0)
 
 
-def _rearmed(watches: list[Mapping[str, Any]], replacing: set[tuple[Any, Any]], inside: Callable[[Any], bool]) -> int:
+def _rearmed(watches: list[Mapping[str, Any]], replacing: set[tuple[Any, Any]]) -> list[Counted]:
     waiting: dict[tuple[Any, Any], int] = {}  # (link, path) -> notifications not yet answered by a watched read
-    rearmed = 0
+    rearmed: list[Counted] = []
     # a notification before the read it sets off: the proxy stamps frames read in one chunk with one time
     for r in sorted(watches, key=lambda r: (r.get("ts") or 0.0, r.get("kind") != "event")):
         key = (r.get("link"), r.get("path"))
@@ -159,18 +179,18 @@ def _rearmed(watches: list[Mapping[str, Any]], replacing: set[tuple[Any, Any]], 
             waiting[key] = waiting.get(key, 0) + 1
         elif waiting.get(key):
             waiting[key] -= 1
-        elif (r.get("link"), r.get("conn")) in replacing and inside(r.get("ts")):
-            rearmed += 1
+        elif (r.get("link"), r.get("conn")) in replacing and r.get("ts") is not None:
+            rearmed.append((r["ts"], "rearmed", 1))
     return rearmed
 
 
-def _losses(states: list[Mapping[str, Any]], inside: Callable[[Any], bool]) -> int:
+def _losses(states: list[Mapping[str, Any]]) -> list[Counted]:
     previous: dict[Any, str] = {}  # member -> its last state: suspended, connected or lost
-    losses = 0
+    losses: list[Counted] = []
     for r in sorted(states, key=lambda r: (r.get("ts") or 0.0, r.get("seq") or 0)):
         member = r.get("member")
         state = "lost" if r.get("kind") == "session_expired" else r.get("state")
-        if state == "connected" and previous.get(member) == "suspended" and inside(r.get("ts")):
-            losses += 1
+        if state == "connected" and previous.get(member) == "suspended" and r.get("ts") is not None:
+            losses.append((r["ts"], "losses", 1))
         previous[member] = state
     return losses

@@ -76,6 +76,7 @@ def test_the_connector_and_its_listener_take_every_primitive_from_their_sync(mem
     finally:
         connector.shutdown()
     assert sorted(sync.made) == sorted([
-        "lock", "lock", "lock", "event", "event",  # the connector's shutdown, watch and wildcard locks; its flags
+        # the connector's shutdown and watch locks, its closing flag; the auto-committer's stop flag
+        "lock", "lock", "event", "event",
         "rlock", "condition", "event",  # the listener's rebalance lock, its watcher's condition, its stop flag
         "thread g_m-auto-commit", "thread g_m_watcher_executor"])

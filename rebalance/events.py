@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebalance.state_graph import checked_move
+
 log = logging.getLogger(__name__)
 
 
@@ -107,13 +109,8 @@ class IllegalTransition(RuntimeError):
 
 def check_transition(consumer_id: str, current: MemberState, to: MemberState) -> MemberState:
     """``to`` if ``TRANSITIONS`` allows it from ``current``, else ``IllegalTransition`` naming both states and what
-    is allowed (the lab's ``run_state.check_transition``, for a member)."""
-    allowed = TRANSITIONS[current]
-    if to not in allowed:
-        names = ", ".join(sorted(s.name for s in allowed)) or "nothing: it is closed"
-        raise IllegalTransition(f"{consumer_id}: cannot go from {current.name} to {to.name} "
-                                f"(from {current.name} it may go to {names})")
-    return to
+    is allowed (rebalance/state_graph.py)."""
+    return checked_move(TRANSITIONS, consumer_id, current, to, IllegalTransition, "it is closed")
 
 
 class EventKind(enum.StrEnum):

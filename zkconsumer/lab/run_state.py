@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 
+from rebalance.state_graph import checked_move
 from zkconsumer.errors import UserError
 
 
@@ -45,13 +46,9 @@ class IllegalTransition(RuntimeError):
 
 
 def check_transition(run_id: str, current: RunState, to: RunState) -> RunState:
-    """``to`` if the graph allows it from ``current``, else ``IllegalTransition`` naming both and what is allowed."""
-    allowed = TRANSITIONS[current]
-    if to not in allowed:
-        names = ", ".join(sorted(s.name for s in allowed)) or "nothing: it has ended"
-        raise IllegalTransition(f"run {run_id}: cannot go from {current.name} to {to.name} "
-                                f"(from {current.name} it may go to {names})")
-    return to
+    """``to`` if the graph allows it from ``current``, else ``IllegalTransition`` naming both and what is allowed
+    (rebalance/state_graph.py)."""
+    return checked_move(TRANSITIONS, f"run {run_id}", current, to, IllegalTransition, "it has ended")
 
 
 class LabRunError(UserError, RuntimeError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 
 from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
@@ -292,10 +292,8 @@ class ZKRebalancerListener:
             try:
                 with self.timer.time() if self.timer is not None else nullcontext():
                     result, attempts = self._attempts(number)
-            except ModeRefusedError as error:
-                self.last_error = error
-                self._transition(MemberState.FAILED, reason="mode refused")
-                self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
+            except ModeRefusedError as refused:
+                self._failed(refused, "mode refused")
                 raise
             self.events.emit(EventKind.REBALANCE_END, rebalance=number, result=result, attempts=attempts,
                              duration_ms=round((self.clock() - began) * 1000.0, 3))
@@ -310,10 +308,13 @@ class ZKRebalancerListener:
             error = ConsumerRebalanceFailedError(
                 f"{self.consumer_id} can't rebalance after {self.settings.max_retries} retries"
             )
-            self.last_error = error
-            self._transition(MemberState.FAILED, reason="rebalance")
-            self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
+            self._failed(error, "rebalance")
             raise error
+
+    def _failed(self, error: ConsumerRebalanceFailedError, reason: str) -> None:
+        self.last_error = error
+        self._transition(MemberState.FAILED, reason=reason)
+        self.events.emit(EventKind.REBALANCE_FAILED, error=str(error))
 
     def _attempts(self, number: int) -> tuple[str, int]:
         for attempt in range(self.settings.max_retries):
@@ -391,15 +392,41 @@ class ZKRebalancerListener:
         """Stop fetching, empty the topics' queues and every stream's current chunk, then commit."""
         self.fetchers.stop_connections()
         log.info("%s: fetching stopped", self.consumer_id)
-        self.events.emit(EventKind.FETCHERS_STOPPED,
-                         partitions=[partition_key(tp.topic, tp.partition) for tp in sorted(self.ownership.owners())])
+        self.fetchers_stopped(self.ownership.owners())
         self.bindings.clear(topics)
         if commit and self.settings.auto_commit:
             self.offsets.commit(self.ownership.infos())
 
-    def before_releasing_partitions(self) -> None:
-        if self.user_listener is not None:
+    def remove_fetchers(self, partitions: list[TopicPartition], timeout_s: float) -> bool:
+        """Incremental ownership (docs/modes.md): stop fetching only `partitions`, drop their queued chunks and a
+        stream's current chunk of them, then commit them. False, with nothing dropped or committed, if a fetcher did
+        not let go of them within `timeout_s`."""
+        if not self.fetchers.remove_partitions(partitions, timeout_s):
+            return False
+        gone = set(partitions)
+        self.bindings.drop_partitions(gone)
+        infos = [info for info in self.ownership.infos() if TopicPartition(info.topic, info.partition) in gone]
+        self.fetchers_stopped(partitions)
+        if self.settings.auto_commit:
+            self.offsets.commit(infos)
+        return True
+
+    def fetchers_stopped(self, partitions: Iterable[TopicPartition]) -> None:
+        """Report that this member stopped fetching `partitions` (the FETCHERS_STOPPED event, emitted only here)."""
+        self.events.emit(EventKind.FETCHERS_STOPPED,
+                         partitions=[partition_key(tp.topic, tp.partition) for tp in sorted(partitions)])
+
+    def before_releasing_partitions(self, partitions: list[TopicPartition] | None = None) -> None:
+        """The user's callback, with `partitions` by topic (all that this member owns unless given)."""
+        if self.user_listener is None:
+            return
+        if partitions is None:
             self.user_listener.before_releasing_partitions(self.ownership.partitions_by_topic())
+            return
+        by_topic: dict[str, set[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        self.user_listener.before_releasing_partitions(by_topic)
 
     def release_partitions(self) -> None:
         self.ownership.release_all()

@@ -21,7 +21,7 @@ from typing import Any
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance.assignment import Assignment, AssignmentContext, TopicPartition, View
-from rebalance.events import EventKind, partition_key
+from rebalance.events import EventKind
 from rebalance.listener_types import AttemptResult, ModeRefusedError
 
 # Each function takes the member's ZKRebalancerListener (rebalance/listener.py) and runs its steps; it is typed Any
@@ -90,21 +90,11 @@ def _give_up(listener: ZKRebalancerListener, owned: Assignment, mine: Assignment
     lost = sorted(tp for tp, thread in owned.items() if mine.get(tp) != thread)
     if not lost:
         return True
-    if not listener.fetchers.remove_partitions(lost, _FETCHER_ROUND_S):
+    if not listener.remove_fetchers(lost, _FETCHER_ROUND_S):
         log.warning("%s: a fetcher did not let go of %d lost partitions in %.1f s; stopping every fetcher",
                     listener.consumer_id, len(lost), _FETCHER_ROUND_S)
         return False
-    gone = set(lost)
-    listener.bindings.drop_partitions(gone)  # queued chunks and a stream's current chunk of a lost partition
-    infos = [info for tp, info in _infos(listener).items() if tp in gone]
-    listener.events.emit(EventKind.FETCHERS_STOPPED, partitions=[partition_key(tp.topic, tp.partition) for tp in lost])
-    if listener.settings.auto_commit:
-        listener.offsets.commit(infos)
-    if listener.user_listener is not None:
-        by_topic: dict[str, set[int]] = {}
-        for tp in lost:
-            by_topic.setdefault(tp.topic, set()).add(tp.partition)
-        listener.user_listener.before_releasing_partitions(by_topic)
+    listener.before_releasing_partitions(lost)
     _release(listener, lost)
     return True
 

@@ -1,5 +1,6 @@
 """The rebalance listener (Kafka 0.8.2 `ZKRebalancerListener`): a watcher thread that coalesces triggers
-and runs `synced_rebalance`, whose attempt is a sequence of named steps in the Scala order.
+and runs `synced_rebalance`, whose attempts run the named steps below: in the Scala order (`FaithfulAttempt`,
+rebalance/attempts.py), or in the opt-in modes' (`ModalAttempt`, rebalance/opt_in.py), chosen once, from the modes.
 
 Every member runs this same algorithm on its own snapshot of ZooKeeper; that is where the herd effect
 (everyone reacts to every change) and split brain (different snapshots, conflicting claims) come from.
@@ -16,9 +17,10 @@ from contextlib import nullcontext
 from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
 
 from fetcher_manager.partition_info import PartitionTopicInfo
-from rebalance import opt_in, sticky_agreement
-from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition, View
+from rebalance import sticky_agreement
+from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor
+from rebalance.attempts import Attempt, FaithfulAttempt
 from rebalance.bindings import StreamBindings
 from rebalance.events import EventBus, EventKind, MemberState, check_transition, partition_key
 from rebalance.listener_types import (
@@ -32,6 +34,7 @@ from rebalance.listener_types import (
     Timer,
 )
 from rebalance.offsets import OffsetCheckpoints
+from rebalance.opt_in import ModalAttempt
 from rebalance.ownership import Ownership
 from rebalance.store import GroupStore
 from rebalance.subscription import Registration
@@ -50,6 +53,8 @@ class ZKRebalancerListener:
     ) -> None:
         self.settings = settings
         self.consumer_id = settings.consumer_id
+        # Chosen once, from the modes (docs/modes.md); patience changes only when attempts begin, not what they do.
+        self.attempt: Attempt = ModalAttempt(settings.modes) if settings.modes.any_attempt_mode else FaithfulAttempt()
         self.store = store
         self.assignor = assignor
         self.fetchers = fetchers
@@ -77,7 +82,6 @@ class ZKRebalancerListener:
         self._covered_seq = -1
         self.last_registrations: dict[str, Registration] = {}  # of the last view read
         self._registration_cache: dict[str, Registration] = {}  # incremental: registrations do not change
-        self.barrier_view: View | None = None  # the view this member last acknowledged
         # The sticky assignor (rebalance/sticky_agreement.py): the last view's record this member installed, the
         # previous assignment it computes the next record from if it is the first of a view.
         self.sticky_previous: dict[TopicPartition, ConsumerThreadId] | None = None
@@ -327,7 +331,7 @@ class ZKRebalancerListener:
             began = self.clock()
             error = None
             try:
-                result = opt_in.attempt(self) if self.settings.modes.any_attempt_mode else self.rebalance()
+                result = self.rebalance()
             except ModeRefusedError:
                 raise
             except Exception as exc:
@@ -348,33 +352,18 @@ class ZKRebalancerListener:
             log.info("%s: end rebalancing attempt %d: failed (%s)", self.consumer_id, attempt, result)
             if result == AttemptResult.VIEW_CHANGED:
                 continue  # an opt-in mode's wait saw the group change: the next view is already there to read
-            if not self.settings.modes.incremental:  # incremental: what we kept is still ours and still fetched
+            # 0.8.2's `syncedRebalance` stops every fetcher and clears every queue after a failed attempt, so that
+            # nothing is delivered of a partition another member may own by now (ZookeeperConsumerConnector.scala).
+            if self.attempt.closes_fetchers_after_failure:
                 self.close_fetchers(self.bindings.topics())
             if self._shutting_down.wait(self.settings.backoff_ms / 1000.0):
                 return "stopped", attempt + 1
         return "failed", self.settings.max_retries
 
     def rebalance(self) -> AttemptResult:
-        """One attempt, in the 0.8.2 order of `ZKRebalancerListener.rebalance`."""
-        my_topics = self.read_own_subscription()
-        if not self.store.live_brokers():
-            return self.no_brokers()
-        self.close_fetchers(my_topics)
-        self.before_releasing_partitions()
-        self.release_partitions()
-        context = self.build_assignment_context()
-        group_assignment = self.assign(context)
-        mine = group_assignment.get(self.consumer_id, {})
-        offsets = self.fetch_offsets(mine)
-        if self.shutting_down:
-            return AttemptResult.STOPPED
-        infos = self.build_partition_infos(mine, offsets)
-        if not self.claim_partitions(mine):
-            return AttemptResult.CONFLICT
-        self.ownership.install(mine, infos)
-        self.before_starting_fetchers(group_assignment)
-        self.start_fetchers(infos)
-        return AttemptResult.OK
+        """One attempt (0.8.2's `ZKRebalancerListener.rebalance`): the attempt chosen when the listener was built,
+        run on this member's steps below."""
+        return self.attempt.run(self)
 
     def no_brokers(self) -> AttemptResult:
         log.warning("%s: no broker partitions consumed by consumer thread; waiting for brokers", self.consumer_id)
@@ -489,11 +478,8 @@ class ZKRebalancerListener:
                 global_view.setdefault(tp.topic, {})[tp.partition] = thread_id
         self.user_listener.before_starting_fetchers(self.consumer_id, global_view)
 
-    def add_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo]) -> None:
-        """Incremental ownership: fetch these too; the fetchers of the partitions kept never stopped."""
-        self.start_fetchers(infos, more=True)
-
     def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo], *, more: bool = False) -> None:
+        """Fetch these; `more` (incremental ownership): as well as those kept, whose fetchers never stopped."""
         log.info("%s: fetching started for %d %spartitions", self.consumer_id, len(infos), "more " if more else "")
         self.events.emit(EventKind.FETCHERS_STARTED, offsets={
             partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})

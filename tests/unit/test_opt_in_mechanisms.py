@@ -197,7 +197,7 @@ def test_the_barrier_stands_aside_when_a_faithful_member_joins_a_barrier_member(
     memory_group.topic("t", 2)
     m = members("g", "g_m", modes=BARRIER, max_retries=2)
     m.listener.synced_rebalance()  # alone: the barrier runs, on a view of one member
-    assert m.of("barrier") == [{"view": m.listener.barrier_view.id, "view_members": 1, "acked": 1}]
+    assert m.of("barrier") == [{"view": m.listener.attempt.barrier_view.id, "view_members": 1, "acked": 1}]
     assert m.of("barrier_skipped") == [] and m.owned() == [("t", 0), ("t", 1)]
     since = len(m.recorded)
     register(memory_group.admin, "g", "g_f", registration({"t": 1}), 1.0)  # a faithful member joins

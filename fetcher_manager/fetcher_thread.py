@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from fetcher_manager.broker import Broker
 from fetcher_manager.chunks import FetchedDataChunk
@@ -26,7 +26,7 @@ from fetcher_manager.kafka_wire import (
     error_name,
 )
 from fetcher_manager.metrics import Histogram, Meter, MetricsRegistry, Timer, metric_name
-from fetcher_manager.partition_info import PartitionTopicInfo
+from fetcher_manager.partition_info import ChunkSink, PartitionTopicInfo
 from fetcher_manager.records import scan_record_set
 from fetcher_manager.settings import FetchSettings
 from fetcher_manager.topic_partition import TopicPartition
@@ -59,7 +59,7 @@ class ConsumerFetcherThread(threading.Thread):
         self._partitions: dict[TopicPartition, PartitionTopicInfo] = {}
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
-        self._blocked_on: Any = None  # the chunk queue a put of ours waits on, so a stop can wake it
+        self._blocked_on: ChunkSink | None = None  # the chunk queue a put of ours waits on, so a stop can wake it
         self._rounds = 0  # loops of run() ended; `await_round` waits for the next to end
         self._rotation = 0
         self._broker_metrics = _BrokerMetrics.create(metrics, settings.client_id, broker)

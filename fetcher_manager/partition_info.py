@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from fetcher_manager.topic_partition import TopicPartition
@@ -11,10 +12,15 @@ log = logging.getLogger(__name__)
 
 
 class ChunkSink(Protocol):
-    """Where the fetcher puts this partition's chunks: a ``chunks.ChunkQueue``. Named by what is used of it
-    because a chunk refers to its ``PartitionTopicInfo``, so this module cannot import the queue's."""
+    """Where the fetcher puts this partition's chunks: a ``chunks.ChunkQueue``. Named by what the fetcher thread
+    uses of it because a chunk refers to its ``PartitionTopicInfo``, so this module cannot import the queue's, not
+    even for the type checker (docs/architecture.md: no import cycles, tests/unit/test_import_graph.py); hence
+    ``chunk: Any`` where it is a ``chunks.FetchedDataChunk``."""
 
-    def put(self, chunk: Any, timeout: float | None = None) -> bool: ...
+    def put(self, chunk: Any, timeout: float | None = None,
+            interrupted: Callable[[], bool] | None = None) -> bool: ...
+
+    def wake_putters(self) -> None: ...
 
 
 class PartitionTopicInfo:

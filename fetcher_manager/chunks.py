@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from fetcher_manager.partition_info import PartitionTopicInfo
+from fetcher_manager.topic_partition import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class ChunkQueue:
             self._not_full.notify_all()
             return dropped
 
-    def drop_partitions(self, keys: set) -> int:
+    def drop_partitions(self, keys: Collection[TopicPartition]) -> int:
         """Drop the queued chunks of these partitions (incremental ownership: they are no longer ours); returns
         how many were dropped. The others keep their order."""
         with self._lock:

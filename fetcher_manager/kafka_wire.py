@@ -17,7 +17,7 @@ import struct
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import kafka.codec as _codec
 import kafka.errors as _errors
@@ -81,8 +81,21 @@ class ClusterMetadata:
     leaders: dict[TopicPartition, int | None]  # every partition the broker reported; None = no leader now
 
 
+class _Request(Protocol):
+    """What this module uses of a kafka-python request (``kafka.protocol.api_message.ApiMessage``, which ships no
+    type information)."""
+
+    API_KEY: int
+    API_VERSION: int
+
+    def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None: ...
+
+    def encode(self, version: int | None = None, header: bool = False, framed: bool = False) -> bytes: ...
+
+
 def error_name(code: int) -> str:
-    return _errors.for_code(code).__name__
+    name: str = _errors.for_code(code).__name__
+    return name
 
 
 class _Connection:
@@ -122,7 +135,7 @@ class _Connection:
             low, high = _SUPPORTED[name][1:]
             raise WireError(f"broker {self.broker} supports no {name} version in {low}..{high}") from None
 
-    def call(self, request, version: int, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
+    def call(self, request: _Request, version: int, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
         """Send one request and read its answer: (decoded response, frame size in bytes)."""
         self._correlation_id = (self._correlation_id + 1) % _INT32_MAX
         request.API_VERSION = version
@@ -209,7 +222,7 @@ class KafkaWire:
         """One Fetch for ``offsets`` (in their order); a response-level error is reported on every partition."""
         topic_type = FetchRequest.FetchTopic
         partition_type = topic_type.FetchPartition
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
                 partition_type(partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes))
@@ -230,11 +243,11 @@ class KafkaWire:
                 result.setdefault(TopicPartition(*tp), FetchedPartition(top_error, -1, b""))
         return FetchResult(result, size)
 
-    def offset_for(self, broker: Broker, tp: TopicPartition, earliest: bool) -> int:
+    def offset_for(self, broker: Broker, tp: tuple[str, int], earliest: bool) -> int:
         """The log start (``earliest``) or log end offset of a partition on its leader: ListOffsets with the
         timestamps -2 and -1, as 0.8's ``SimpleConsumer.earliestOrLatestOffset`` asks."""
-        tp = TopicPartition(*tp)  # callers outside fetcher_manager may still pass a plain (topic, partition)
-        return self._list_offset(broker, tp, _EARLIEST if earliest else _LATEST)
+        # callers outside fetcher_manager may still pass a plain (topic, partition)
+        return self._list_offset(broker, TopicPartition(*tp), _EARLIEST if earliest else _LATEST)
 
     def _list_offset(self, broker: Broker, tp: TopicPartition, timestamp: int) -> int:
         topic_type = ListOffsetsRequest.ListOffsetsTopic
@@ -244,14 +257,15 @@ class KafkaWire:
         response, _ = self._call(broker, "list_offsets", request)
         for topic in response.topics:
             for part in topic.partitions:
-                if (topic.name, part.partition_index) == tp:
+                if topic.name == tp.topic and part.partition_index == tp.partition:
                     if part.error_code:
                         raise BrokerError(part.error_code,
                                           f"ListOffsets {tp.topic}-{tp.partition} on broker {broker.id}")
-                    return part.offset
+                    offset: int = part.offset
+                    return offset
         raise WireError(f"ListOffsets response from broker {broker.id} lacks {tp.topic}-{tp.partition}")
 
-    def _call(self, broker: Broker, name: str, request, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
+    def _call(self, broker: Broker, name: str, request: _Request, extra_timeout_s: float = 0.0) -> tuple[Any, int]:
         conn = self._connection(broker)
         try:
             return conn.call(request, conn.version(name), extra_timeout_s)

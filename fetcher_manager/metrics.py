@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from time import monotonic
-from typing import Any
+from typing import Any, TypeVar
 
 Clock = Callable[[], float]
 
@@ -294,6 +294,7 @@ class Counter:
 
 
 Metric = Meter | Timer | Histogram | Gauge | Counter
+_M = TypeVar("_M", Meter, Timer, Histogram, Counter)
 
 
 class MetricsRegistry:
@@ -354,12 +355,13 @@ class MetricsRegistry:
         # Read outside the lock: a gauge callable may itself touch the registry.
         return {name: _read(metric) for name, metric in items}
 
-    def _get_or_create(self, name: str, kind: type[Any], factory: Callable[[], Any]) -> Any:
+    def _get_or_create(self, name: str, kind: type[_M], factory: Callable[[], _M]) -> _M:
         with self._lock:
             metric = self._metrics.get(name)
             if metric is None:
-                metric = self._metrics[name] = factory()
-            elif not isinstance(metric, kind):
+                created = self._metrics[name] = factory()
+                return created
+            if not isinstance(metric, kind):
                 raise TypeError(f"metric {name!r} is a {type(metric).__name__}, not a {kind.__name__}")
             return metric
 

@@ -14,7 +14,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 from kazoo.client import KazooClient, KazooState, KeeperState
 from kazoo.exceptions import (
@@ -31,7 +31,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from zkconsumer.errors import UserError
-from zkconsumer.zookeeper.operations import WatchHandle, ZkOperations
+from zkconsumer.zookeeper.operations import WatchHandle, ZkOp, ZkOperations, ZnodeStat
 from zkconsumer.zookeeper.security import ZkAuth, ZkAuthError, ZkTls, protected, redact_kazoo_logs
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,13 @@ _WRITES = frozenset({"create", "set", "delete"})
 # How long a diagnosis of a failed TLS connection waits, after its handshake, for the server to refuse it.
 TLS_REFUSAL_WAIT_S = 0.5
 CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 1.5, "max_delay": 1.0}
+
+
+class _Resending(threading.local):
+    """Per thread: the failure a read or delete of a pipelined batch is being sent again after (`get_many`,
+    `delete_many`), for the `on_resend` callbacks of the bounded path that sends it."""
+
+    after: str | None = None
 
 
 class ZkUnavailableError(UserError, RuntimeError):
@@ -84,7 +91,7 @@ class ZkClient(ZkOperations):
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._state_callbacks: list[Callable[[str], None]] = []
         self._resend_callbacks: list[Callable[[str, str, str], None]] = []
-        self._resending = threading.local()  # the failure a batch's read or delete is being sent again after
+        self._resending = _Resending()
         self.auth = auth
         self.tls = tls
         self._acl = auth.acl() if auth else None  # None: kazoo's OPEN_ACL_UNSAFE, the very requests of 0.8.2
@@ -212,7 +219,8 @@ class ZkClient(ZkOperations):
     @property
     def session_credentials(self) -> tuple[int, bytes] | None:
         """(session id, password): what a test needs to force a real server-side expiry."""
-        return self._kazoo.client_id
+        credentials: tuple[int, bytes] | None = self._kazoo.client_id
+        return credentials
 
     def on_new_session(self, callback: Callable[[], None]) -> None:
         """Call `callback` (must not block) whenever the client comes back with a *different* session."""
@@ -260,14 +268,14 @@ class ZkClient(ZkOperations):
 
     # --- bounded calls -----------------------------------------------------------------------------
 
-    def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
+    def _request(self, kind: str, op: ZkOp, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         deadline = time.monotonic() + self.request_timeout_s
         # The session a write was decided in: the caller's, when it asked. A write asked for while disconnected
         # waits below; if the session expires meanwhile it must not go out under the next one either (a commit
         # decided under the old session, sent once the new one connected, moved an offset back: docs/chaos.md).
         sent_in: int | None = self._session_id if op in _WRITES else None
         # a read or delete of a pipelined batch the connection lost is sent again here (get_many, delete_many)
-        failed: str | None = getattr(self._resending, "after", None)
+        failed = self._resending.after
         self._resending.after = None
         while True:
             if self._closed.is_set():
@@ -316,7 +324,7 @@ class ZkClient(ZkOperations):
             "zookeeper.auth.credentials (a wrong password is just another identity to ZooKeeper)"
         )
 
-    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
+    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, ZnodeStat] | None]:
         """Every read sent before the first answer is awaited (pipelined on the one connection). ZooKeeper answers
         one session's requests in the order sent, so the requests and what they can see are those of the same
         reads made one after another; only the round trips between them are gone. A read the connection loses is
@@ -328,7 +336,7 @@ class ZkClient(ZkOperations):
             self._count("get_data")
             sent.append(self._send("get", path, None, False))
         deadline = time.monotonic() + self.request_timeout_s
-        results: list[tuple[bytes | None, Any] | None] = []
+        results: list[tuple[bytes | None, ZnodeStat] | None] = []
         for path, pending in zip(paths, sent, strict=True):
             try:
                 results.append(pending.get(timeout=max(0.0, deadline - time.monotonic())))
@@ -368,7 +376,7 @@ class ZkClient(ZkOperations):
             except ConnectionClosedError:
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed") from None
 
-    def _send(self, op: str, path: str, data: bytes | None, ephemeral: bool) -> Any:
+    def _send(self, op: ZkOp, path: str, data: bytes | None, ephemeral: bool) -> Any:
         k = self._kazoo
         if op == "create":  # never kazoo's makepath: parents are ours, with null data
             acl = self._acl if self._acl and protected(path) else None
@@ -377,7 +385,13 @@ class ZkClient(ZkOperations):
             return k.set_async(path, data, -1)
         if op == "delete":
             return k.delete_async(path, -1)
-        return getattr(k, f"{op}_async")(path)
+        if op == "get":
+            return k.get_async(path)
+        if op == "exists":
+            return k.exists_async(path)
+        if op == "get_children":
+            return k.get_children_async(path)
+        assert_never(op)
 
     def _install_children_watch(self, path: str, on_change: Callable[[list[str]], bool | None]) -> None:
         ChildrenWatch(self._kazoo, path, on_change)

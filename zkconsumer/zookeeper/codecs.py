@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from fetcher_manager.broker import Broker
 from rebalance.assignment import ConsumerThreadId, TopicPartition
@@ -47,7 +48,7 @@ def json_escape(text: str) -> str:
     return "".join(out)
 
 
-def _parse_json_object(path: str, raw: bytes | None) -> dict:
+def _parse_json_object(path: str, raw: bytes | None) -> dict[str, Any]:
     if raw is None:
         raise ZnodeDataError(path, raw, "the node has no data")
     try:
@@ -129,9 +130,9 @@ def decode_broker(path: str, broker_id: int, raw: bytes | None) -> Broker:
         host, _, port = address.rpartition(":")
         if host and port.isdigit():
             return Broker(broker_id, host.strip("[]"), int(port))
-    host, port = data.get("host"), data.get("port")
-    if isinstance(host, str) and host and isinstance(port, int) and port > 0:
-        return Broker(broker_id, host, port)
+    plain_host, plain_port = data.get("host"), data.get("port")
+    if isinstance(plain_host, str) and plain_host and isinstance(plain_port, int) and plain_port > 0:
+        return Broker(broker_id, plain_host, plain_port)
     raise ZnodeDataError(path, raw, "no PLAINTEXT endpoint and no host/port")
 
 

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, TypeVar
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
@@ -37,7 +38,7 @@ from zkconsumer.zookeeper.client import ZkClosedError, ZkUnavailableError
 from zkconsumer.zookeeper.memory_nodes import NONE, Watcher, WatchEvent
 from zkconsumer.zookeeper.memory_server import MemoryZooKeeper
 from zkconsumer.zookeeper.memory_watch import ChildrenWatch, DataWatch, EventQueue
-from zkconsumer.zookeeper.operations import ZkOperations
+from zkconsumer.zookeeper.operations import ZkOp, ZkOperations
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class MemoryZkClient(ZkOperations):
         # kazoo hands every watcher it dropped a NONE event; a DataWatch re-reads on it once connected.
         orphaned, self._orphaned = self._orphaned, []
         for watcher in dict.fromkeys(orphaned):
-            self._post(lambda w=watcher: w(WatchEvent(NONE, None)))
+            self._post(partial(watcher, WatchEvent(NONE, None)))
 
     def _transition(self, state: str, *, renewed: bool) -> None:
         """Under the server lock: flip the connection flag now, queue the callbacks, tell the recipes."""
@@ -213,7 +214,7 @@ class MemoryZkClient(ZkOperations):
             self._connected.clear()
             log.info("%s: ZooKeeper connection %s", self.log_id, state)
         for state_callback in list(self._state_callbacks):
-            self._post(lambda cb=state_callback: cb(state))
+            self._post(partial(state_callback, state))
         if renewed:
             for callback in list(self._new_session_callbacks):
                 self._post(callback)
@@ -239,12 +240,15 @@ class MemoryZkClient(ZkOperations):
             self._count(kind)
             if self._closed.is_set():  # woken by close(): ZkClient counts this attempt too, then refuses it
                 raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed")
+            # Connected and not closed: start() opened a session before it first set _connected, and a session id
+            # is only ever replaced by the next one.
+            assert self._session_id is not None
             try:
-                return request(self._session_id)  # type: ignore[arg-type]
+                return request(self._session_id)
             except (ConnectionLoss, SessionExpiredError):
                 continue  # the connection dropped under us: wait for it (or for the new session)
 
-    def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
+    def _request(self, kind: str, op: ZkOp, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         server = self.server
         requests: dict[str, Callable[[int], Any]] = {
             "get": lambda sid: server.get_data(sid, path),
@@ -275,8 +279,10 @@ class MemoryZkClient(ZkOperations):
             raise ZkClosedError(f"{self.log_id}: the ZooKeeper client is closed")
         if not self._connected.is_set():
             raise ZkUnavailableError(f"{self.log_id}: not connected")
+        # as in _call: connected and not closed, so there is a session
+        assert self._session_id is not None
         try:
-            return request(self._session_id)  # type: ignore[arg-type]
+            return request(self._session_id)
         except (ConnectionLoss, SessionExpiredError):
             raise ZkUnavailableError(f"{self.log_id}: connection lost during a watch read") from None
 

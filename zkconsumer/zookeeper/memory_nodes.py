@@ -163,7 +163,8 @@ def normalize(path: str) -> str:
     rejected with ValueError (before anything is sent, so the server counts nothing)."""
     if not isinstance(path, str):
         raise TypeError("Invalid type for 'path' (string expected)")
-    return normpath("/" + path.lstrip("/"))
+    normalized: str = normpath("/" + path.lstrip("/"))
+    return normalized
 
 
 def check_data(data: bytes | None) -> None:

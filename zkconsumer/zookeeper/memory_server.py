@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from kazoo.exceptions import (
     BadArgumentsError,
@@ -352,7 +353,7 @@ class MemoryZooKeeper:
         session.counts[kind] += 1
         self._counts[kind] += 1
         for watcher in watchers:
-            session.sink.put(lambda w=watcher: w(event))
+            session.sink.put(partial(watcher, event))
         self._dirty[session.sink] = None
 
     # --- inspection --------------------------------------------------------------------------------

@@ -12,11 +12,52 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 log = logging.getLogger(__name__)
+
+# The six requests a subclass's `_request` sends: ZooKeeper's getData, getChildren, exists, create, setData, delete.
+ZkOp = Literal["get", "get_children", "exists", "create", "set", "delete"]
+
+
+class ZnodeStat(Protocol):
+    """A node's stat as a read returns it: kazoo's `ZnodeStat`, or `MemoryStat` (memory_nodes.py), which has the same
+    fields in the same order."""
+
+    @property
+    def czxid(self) -> int: ...
+
+    @property
+    def mzxid(self) -> int: ...
+
+    @property
+    def ctime(self) -> int: ...
+
+    @property
+    def mtime(self) -> int: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def cversion(self) -> int: ...
+
+    @property
+    def aversion(self) -> int: ...
+
+    @property
+    def ephemeralOwner(self) -> int: ...
+
+    @property
+    def dataLength(self) -> int: ...
+
+    @property
+    def numChildren(self) -> int: ...
+
+    @property
+    def pzxid(self) -> int: ...
 
 
 class WatchHandle:
@@ -41,7 +82,7 @@ class ZkOperations:
 
     # --- what a subclass provides ----------------------------------------------------------------------
 
-    def _request(self, kind: str, op: str, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
+    def _request(self, kind: str, op: ZkOp, path: str, *, data: bytes | None = None, ephemeral: bool = False) -> Any:
         """Send one request (counted as `kind`), retrying while disconnected up to the request timeout."""
         raise NotImplementedError
 
@@ -63,14 +104,15 @@ class ZkOperations:
 
     # --- reads -----------------------------------------------------------------------------------------
 
-    def get(self, path: str) -> tuple[bytes | None, Any] | None:
+    def get(self, path: str) -> tuple[bytes | None, ZnodeStat] | None:
         """(data, stat), or None if the node does not exist (data is None for a node with null data)."""
         try:
-            return self._request("get_data", "get", path)
+            found: tuple[bytes | None, ZnodeStat] = self._request("get_data", "get", path)
         except NoNodeError:
             return None
+        return found
 
-    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, Any] | None]:
+    def get_many(self, paths: list[str]) -> list[tuple[bytes | None, ZnodeStat] | None]:
         """`get` of every path, in order: the same requests as one `get` after another. A client that can have
         several requests in flight (`ZkClient`) sends them all before waiting for the first answer."""
         return [self.get(path) for path in paths]

@@ -28,7 +28,7 @@ def walk(zk: ZkClient, path: str = "/") -> Iterator[TreeNode]:
     if found is None:
         return
     data, stat = found
-    yield TreeNode(path, data or b"", stat.ephemeralOwner)  # type: ignore[attr-defined]
+    yield TreeNode(path, data or b"", stat.ephemeralOwner)
     for child in sorted(zk.get_children(path) or []):
         if path == "/" and child == "zookeeper":
             continue  # ZooKeeper's own quota/config nodes

@@ -27,7 +27,7 @@ from rebalance import opt_in, sticky_agreement
 from rebalance.assignment import ConsumerThreadId
 from rebalance.assignors import get_assignor
 from rebalance.bindings import StreamBindings
-from rebalance.events import EventBus, EventKind, EventListener, MemberEvent, MemberState, partition_key
+from rebalance.events import EventBus, EventKind, EventListener, MemberEvent, MemberState
 from rebalance.listener import ConsumerRebalanceListener, RebalanceSettings, RebalanceStats, ZKRebalancerListener
 from rebalance.listener_types import ModeRefusedError
 from rebalance.offsets import OffsetCheckpoints
@@ -240,8 +240,7 @@ class ZookeeperConsumerConnector:
             try:
                 self.fetcher_manager.shutdown()
                 log.info("%s: fetching stopped", self.consumer_id)
-                self.events.emit(EventKind.FETCHERS_STOPPED, partitions=[
-                    partition_key(tp.topic, tp.partition) for tp in sorted(self.ownership.owners())])
+                self.listener.fetchers_stopped(self.ownership.owners())
                 for queue in self.bindings.queues():
                     queue.clear()
                     queue.put_shutdown_sentinel()

@@ -200,4 +200,12 @@ def test_the_listener_and_its_attempts_emit_each_event_in_one_place() -> None:
     for module in ("listener.py", "attempts.py", "opt_in.py"):
         emitted += emitted_kinds(REPO / "rebalance" / module)
     assert {kind: n for kind, n in emitted.items() if n > 1} == {}
-    assert emitted["FETCHERS_STOPPED"] == 1
+
+
+def test_fetchers_stopped_is_emitted_in_one_place_in_the_product() -> None:
+    """Whoever stops the fetchers (an attempt, a failed attempt's backoff, a session expiry, the connector's
+    shutdown) reports it through the listener's `fetchers_stopped`."""
+    places = {path.relative_to(REPO).as_posix(): n for package in ("rebalance", "fetcher_manager", "zkconsumer")
+              for path in sorted((REPO / package).rglob("*.py"))
+              if (n := emitted_kinds(path)["FETCHERS_STOPPED"])}
+    assert places == {"rebalance/listener.py": 1}

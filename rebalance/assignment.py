@@ -125,8 +125,8 @@ class View:
     """A view of the group: what one member read for one attempt (the members, their subscriptions, the partitions),
     named. It plays the part of kafka-python's ``Generation`` (a frozen value, compared by value), but a group
     without a coordinator has no numbered epoch: members that read the same group agree on the view's name instead.
-    Where the product says "generation" it means this (``opt_in.view_generation`` is ``View.of(context).id``); in
-    the lab's coordinator-design traces ``generation`` is Kafka's generation id. The opt-in modes key their
+    The product calls it a view, never a generation (``opt_in.view_id`` is ``View.of(context).id``): in the lab's
+    coordinator-design traces ``generation`` is Kafka's generation id. The opt-in modes key their
     ZooKeeper nodes by ``id`` (the barrier's acknowledgements, the sticky assignor's record), and the events carry
     it as ``view``.
 

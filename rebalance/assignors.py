@@ -76,6 +76,12 @@ class PartitionAssignor(abc.ABC):
     def assign_group(self, ctx: AssignmentContext) -> dict[str, Assignment]:
         """Return every member's assignment; each id in ``ctx.consumers`` has an entry, possibly empty."""
 
+    def assign_group_from(self, ctx: AssignmentContext,
+                          previous: Mapping[TopicPartition, ConsumerThreadId]) -> dict[str, Assignment]:
+        """``assign_group`` given the group's previous assignment, which only an assignor that ``uses_previous``
+        reads (the others' answer does not depend on it)."""
+        return self.assign_group(ctx)
+
     def assign(self, ctx: AssignmentContext) -> Assignment:
         """Return only the partitions owned by threads of ``ctx.consumer_id`` (Kafka's ``assign``)."""
         mine = self.assign_group(ctx).get(ctx.consumer_id, {})

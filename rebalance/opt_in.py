@@ -18,12 +18,17 @@ listener starts the next one at once, from a fresh view, without the backoff.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Protocol
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance.assignment import Assignment, AssignmentContext, TopicPartition, View
 from rebalance.attempts import AttemptContext
-from rebalance.events import EventKind
-from rebalance.listener_types import AttemptResult, ModeRefusedError, ModeSettings
+from rebalance.events import EventBus, EventKind
+from rebalance.listener_types import AttemptResult, ModeRefusedError, ModeSettings, RebalanceStats
+from rebalance.ownership import Ownership
+from rebalance.store import GroupStore
+from rebalance.subscription import Registration
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +191,31 @@ def _barrier_applies(member: AttemptContext) -> bool:
                              "rebalancing without it", EventKind.BARRIER_SKIPPED)
 
 
-def every_member_runs(member: AttemptContext, mode: str, setting: str, instead: str, meanwhile: str,
+class GroupMember(Protocol):
+    """What `every_member_runs` reads of a member: the registrations of the view it read, whether it owns anything
+    yet, and what it names and reports. An `AttemptContext` is one; so is the sticky assignor's member
+    (rebalance/sticky_agreement.py)."""
+
+    @property
+    def consumer_id(self) -> str: ...
+
+    @property
+    def store(self) -> GroupStore: ...
+
+    @property
+    def ownership(self) -> Ownership: ...
+
+    @property
+    def events(self) -> EventBus: ...
+
+    @property
+    def stats(self) -> RebalanceStats: ...
+
+    @property
+    def last_registrations(self) -> Mapping[str, Registration]: ...
+
+
+def every_member_runs(member: GroupMember, mode: str, setting: str, instead: str, meanwhile: str,
                       skipped: EventKind) -> bool:
     """Whether every member of the view runs `mode` (its registration says so). A member that would join a group
     with members that do not refuses, in one line naming `setting` (they would never acknowledge a barrier, or
@@ -206,7 +235,7 @@ def every_member_runs(member: AttemptContext, mode: str, setting: str, instead: 
     return False
 
 
-def view_generation(context: AssignmentContext) -> str:
+def view_id(context: AssignmentContext) -> str:
     """The name of `context`'s view, `View.of(context).id` (rebalance/assignment.py): the sticky assignor names its
     record by it (rebalance/sticky_agreement.py)."""
     return View.of(context).id

@@ -5,7 +5,7 @@ The problem. A sticky assignment is a function of the view (members, subscriptio
 *and* of who owned what before. The owner nodes change while members release and claim, so two members that read
 them at different moments compute different assignments, and keep conflicting.
 
-The agreed snapshot: one record per view. The view is named by its hash (`opt_in.view_generation`, the name the
+The agreed snapshot: one record per view. The view is named by its hash (`opt_in.view_id`, the name the
 consensus barrier acknowledges). Under `/consumers/<g>/zkconsumer-assignment/<view>` there is at most one record,
 the whole group's assignment for that view, and it is never rewritten: a member computes one and *creates* it; a
 create that finds the node there (another member was first) reads that one instead.
@@ -62,16 +62,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
-from rebalance.assignors import RangeAssignor
+from rebalance.assignors import PartitionAssignor, RangeAssignor
 from rebalance.events import EventKind
-from rebalance.opt_in import every_member_runs, view_generation
+from rebalance.opt_in import GroupMember, every_member_runs, view_id
 from rebalance.sticky import moved_partitions
-
-# The member's ZKRebalancerListener (rebalance/listener.py), typed Any because the listener imports this module.
-ZKRebalancerListener = Any
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +76,23 @@ STICKY = "sticky"  # the registration's word for the sticky assignor (Registrati
 
 Owners = dict[TopicPartition, ConsumerThreadId]
 
+
+class StickyMember(GroupMember, Protocol):
+    """What `assign` reads and writes of a member (`ZKRebalancerListener` is one): what `every_member_runs` reads,
+    its assignor, and the record it installed last (kept across attempts, written only here)."""
+
+    @property
+    def assignor(self) -> PartitionAssignor: ...
+
+    sticky_previous: Owners | None  # the record of the view installed last: the previous assignment of the next
+    sticky_view: str | None  # the view of that record
+
 class StaleViewError(RuntimeError):
     """The view this attempt read is already gone (the record vanished, or the member is not in it): the attempt
     fails and the next one reads the new view."""
 
 
-def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
+def assign(listener: StickyMember, context: AssignmentContext, *,
            shared: dict[str, Any] | None = None) -> dict[str, Assignment]:
     """The group's assignment for `context`'s view, the same on every member of the view (the module's docstring).
 
@@ -96,7 +104,7 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
         return RangeAssignor().assign_group(context)
     memo: dict[str, Any] = {} if shared is None else shared
     if "view" not in memo:
-        memo.update(view=view_generation(context), consumers=frozenset(context.consumers), fits=_fit(context))
+        memo.update(view=view_id(context), consumers=frozenset(context.consumers), fits=_fit(context))
     if listener.consumer_id not in memo["consumers"]:
         raise StaleViewError(f"{listener.consumer_id} is not in the view it read; its registration went meanwhile")
     store, view = listener.store, memo["view"]
@@ -124,7 +132,8 @@ def assign(listener: ZKRebalancerListener, context: AssignmentContext, *,
             thread = record[tp]
             result[thread.consumer][tp] = thread
         memo.update(record=dict(record), result=result)
-    return memo["result"]
+    agreed: dict[str, Assignment] = memo["result"]
+    return agreed
 
 
 def _flat(group_assignment: Mapping[str, Assignment]) -> Owners:
@@ -150,7 +159,7 @@ def _check_fits(view: str, record: Mapping[TopicPartition, ConsumerThreadId],
                          "sticky member of this group")
 
 
-def _sticky_applies(listener: ZKRebalancerListener) -> bool:
+def _sticky_applies(listener: StickyMember) -> bool:
     """Every member of the view must run the sticky assignor (`opt_in.every_member_runs`): members that do not
     compute range, so a sticky one already in the group computes range like them until they leave."""
     return every_member_runs(listener, STICKY, "partition.assignment.strategy=sticky", "use range on this one",

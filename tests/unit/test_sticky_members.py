@@ -18,7 +18,7 @@ from rebalance.assignment import AssignmentContext, ConsumerThreadId, TopicParti
 from rebalance.assignors import StickyAssignor
 from rebalance.events import EventBus
 from rebalance.listener_types import ModeRefusedError, RebalanceStats
-from rebalance.opt_in import view_generation
+from rebalance.opt_in import view_id
 from rebalance.subscription import Registration
 from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.group import ZkGroupStore
@@ -82,7 +82,7 @@ def test_members_that_start_from_different_previous_assignments_install_the_one_
         alone = StickyAssignor().assign_group_from(ctx, other)
         assert alone != mine and theirs == mine
         assert first.sticky_previous == second.sticky_previous
-        view = view_generation(ctx)
+        view = view_id(ctx)
         assert [dict(e.data) for e in first.recorded] == [{"view": view, "created": True, "moved": 4}]
         assert [dict(e.data) for e in second.recorded] == [{"view": view, "created": False, "moved": 4}]
         # the record is the writer's ephemeral node; the directory keeps the latest one as a hint

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from rebalance.assignment import AssignmentContext, View
-from rebalance.opt_in import view_generation
+from rebalance.opt_in import view_id
 
 SUBSCRIPTIONS = {"a": {"t": 2}, "b": {"t": 1, "u": 1}}
 PARTITIONS = {"t": [0, 1, 2], "u": [0]}
@@ -24,7 +24,7 @@ def test_the_id_is_the_one_every_version_computes():
     """Members compute the id on their own and a rolling upgrade mixes versions: it must not change (the value is
     what the hash gave before the type existed)."""
     context = AssignmentContext.build("a", SUBSCRIPTIONS, PARTITIONS)
-    assert View.of(context).id == view_generation(context) == "812d321e81af9260"
+    assert View.of(context).id == view_id(context) == "812d321e81af9260"
 
 
 @pytest.mark.parametrize("subscriptions, partitions", [

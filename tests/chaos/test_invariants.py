@@ -151,9 +151,11 @@ def test_a_member_that_dies_or_gives_up(planted: dict[str, Any], why: str) -> No
 
 
 def test_a_hung_member_and_a_leaking_one() -> None:
-    records = [r for r in clean() if not (r["type"] == "health" and 4 < r["ts"] < 9)]  # silent 4 s..9 s
+    records = [r for r in clean() if not (r["type"] == "health" and 3 < r["ts"] < 10)]  # silent 3 s..10 s
     result = judge(records)[6]
-    assert result.violations == {1: 1} and "no health record for 5.0 s" in result.first_violation[0]
+    assert result.violations == {1: 1} and "no health record for 7.0 s" in result.first_violation[0]
+    starved = [r for r in clean() if not (r["type"] == "health" and 3 < r["ts"] < 7)]  # 4 s: a starved process
+    assert judge(starved)[6].violation_count == 0
     leaking = [*clean(), {"type": "health", "ts": 10.5, "member": "a", "threads": 20, "pid": 5}]
     assert "more threads" in judge(leaking)[6].first_violation[0]
 

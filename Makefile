@@ -26,7 +26,7 @@ jvm: java $(STAMP)
 demo: jvm
 	$(VENV)/bin/zkconsumer demo
 
-# The guided lab's page (docs/LESSON.md, docs/lesson.md): the short lesson scenario on every design this machine
+# The guided lab's page (docs/exercises.md, docs/lesson.md): the short lesson scenario on every design this machine
 # runs, four generations (the lab run starts and stops its own ZooKeeper and brokers), then one page replaying its
 # membership change step by step in each.
 LESSON_OUT ?= .zkconsumer/lesson

@@ -13,7 +13,7 @@
     "consumer-java"  the same protocol, members running Kafka's own Java consumer (kafka-clients 4.x), its reference
                    client (docs/interop.md): a JVM per member, so it needs a JDK
 
-"zk" and "original" are the same protocol (the znodes, watches and owner claims of docs/zk-design.md), so
+"zk" and "original" are the same protocol (the znodes, watches and owner claims of docs/DESIGN.md), so
 everything that reads the ZooKeeper design's wire traffic, owner nodes or registrations applies to both:
 ask `is_zookeeper_design`, never compare with "zk". Likewise "consumer" and "consumer-java" are one protocol:
 ask `is_consumer_protocol`. The other four are broker-side designs (`is_broker_side`):

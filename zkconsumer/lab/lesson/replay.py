@@ -40,7 +40,7 @@ class Window:
     (the orchestrator's check, docs/lab.md), or to the end of the run if it never settled; and on, if members
     were still rebalancing then, to the last rebalance end or assignment before the next churn step. The
     orchestrator's check can pass early: after a restart with the same consumer.id the old session's
-    registration and owner nodes still look like a settled group (the restart trap, docs/LESSON.md)."""
+    registration and owner nodes still look like a settled group (the restart trap, docs/exercises.md)."""
 
     start: float
     end: float

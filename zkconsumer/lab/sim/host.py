@@ -11,9 +11,8 @@ from contextlib import contextmanager
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """No cycle collection while the settled group is built: everything it makes lives on, so each full
-    collection walks the growing group again for nothing (4 of them cost 0.87 s of a 2.1 s simulation of
-    N = 1,024; the heap grows 5 %, since building makes almost no cyclic garbage). Restores the collector's
-    previous state."""
+    collection walks the growing group again for nothing, and building makes almost no cyclic garbage
+    (docs/simulation.md measures both). Restores the collector's previous state."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -213,8 +213,8 @@ def sweep(params_grid: Mapping[str, Iterable[Any]] | Iterable[Mapping[str, Any] 
 
     The tasks are a map over Arrow (`mapInArrow`) of one row per task, its index into the shares: the same
     Python workers as the analysis's grouped maps, already started, where an RDD of points would start a second
-    set (PySpark keys its worker daemons by the runner's environment, and the RDD's differs from SQL's). The
-    analysis's first sweep took 3.9-4.4 s that way against 5.0 s as an RDD (docs/analysis.md)."""
+    set (PySpark keys its worker daemons by the runner's environment, and the RDD's differs from SQL's;
+    docs/analysis.md measures the difference)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 

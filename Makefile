@@ -7,8 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo lesson test check lint typecheck bench bench-lab clean java jvm mutate mutate-report interop chaos-smoke
 
+# A VENV of another checkout is refused: installing this one into it would move its editable install here.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -I -c "import importlib.util, pathlib, sys; s = importlib.util.find_spec('zkconsumer'); \
+	o = s and s.origin and pathlib.Path(s.origin).resolve().parents[1]; \
+	sys.exit(o and o != pathlib.Path.cwd().resolve() and f'{sys.argv[1]} has zkconsumer installed from {o}: use a \
+	venv of this checkout (VENV=.venv), or installing here would move that one' or 0)" "$(VENV)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[all,test]"
 	@touch $(STAMP)
 

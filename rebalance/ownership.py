@@ -47,8 +47,7 @@ class Ownership:
         """Delete every owner node we hold (missing ones are fine), then forget them."""
         for tp in sorted(self.owners()):
             self.store.release(tp.topic, tp.partition)
-            log.info("%s: released partition %s", self.consumer_id, tp)
-            self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
+            self._released(tp)
         self.forget()
 
     def release(self, partitions: list[TopicPartition], *, batch: bool = False) -> None:
@@ -60,12 +59,17 @@ class Ownership:
             for tp in partitions:
                 self.store.release(tp.topic, tp.partition)
         for tp in partitions:
-            log.info("%s: released partition %s", self.consumer_id, tp)
-            self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
+            self._released(tp)
         with self._lock:
             for tp in partitions:
                 self._infos.pop(tp, None)
                 self._owners.pop(tp, None)
+
+    def _released(self, tp: TopicPartition) -> None:
+        """Report one owner node deleted (the RELEASE event, emitted only here), once its delete has answered:
+        `release_all` right after each delete, `release` after the last one."""
+        log.info("%s: released partition %s", self.consumer_id, tp)
+        self.events.emit(EventKind.RELEASE, topic=tp.topic, partition=tp.partition)
 
     def forget(self) -> None:
         """Drop the registry without touching ZooKeeper (after a session expiry the nodes are already gone)."""

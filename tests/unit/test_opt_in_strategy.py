@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fetcher_manager.stream import ChunkQueue, KafkaStream
-from rebalance.assignment import AssignmentContext, ConsumerThreadId, View
+from rebalance.assignment import AssignmentContext, ConsumerThreadId, TopicPartition, View
 from rebalance.assignors import RangeAssignor
 from rebalance.attempts import AttemptContext, FaithfulAttempt
 from rebalance.bindings import StreamBindings
@@ -28,6 +28,7 @@ from rebalance.ownership import Ownership
 from rebalance.subscription import Registration
 from zkconsumer.members import NoFetchers
 from zkconsumer.registration import register
+from zkconsumer.zookeeper import layout
 from zkconsumer.zookeeper.group import ZkGroupStore
 from zkconsumer.zookeeper.memory import MemoryZkClient
 
@@ -209,3 +210,40 @@ def test_fetchers_stopped_is_emitted_in_one_place_in_the_product() -> None:
               for path in sorted((REPO / package).rglob("*.py"))
               if (n := emitted_kinds(path)["FETCHERS_STOPPED"])}
     assert places == {"rebalance/listener.py": 1}
+
+
+def test_release_is_emitted_in_one_place_in_the_product() -> None:
+    """Whoever gives partitions up (0.8.2's release of everything, the opt-in modes' release of some) reports each
+    through the ownership's one RELEASE."""
+    places = {path.relative_to(REPO).as_posix(): n for package in ("rebalance", "fetcher_manager", "zkconsumer")
+              for path in sorted((REPO / package).rglob("*.py"))
+              if (n := emitted_kinds(path)["RELEASE"])}
+    assert places == {"rebalance/ownership.py": 1}
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["one-by-one", "batch"])
+def test_each_released_partition_is_reported_once_whichever_way_it_is_released(memory_group, client, batch) -> None:
+    """`release` of some (the opt-in modes), then `release_all` of the rest (0.8.2): one RELEASE per owner node
+    deleted, none for a partition kept or never owned."""
+    memory_group.topic("t", PARTITIONS)
+    store = ZkGroupStore(client, GROUP)
+    events = EventBus("m")
+    recorded: list[MemberEvent] = []
+    events.subscribe(recorded.append)
+    ownership = Ownership(store, "m", events)
+    mine = {TopicPartition("t", p): ConsumerThreadId("m", 0) for p in range(3)}
+    assert ownership.claim(mine)
+    ownership.install(mine, {})
+
+    def released() -> list[int]:
+        partitions = [e.data["partition"] for e in recorded if e.kind == EventKind.RELEASE]
+        recorded.clear()
+        return partitions
+
+    ownership.release([TopicPartition("t", 1)], batch=batch)
+    assert released() == [1]
+    assert sorted(ownership.owners()) == [TopicPartition("t", 0), TopicPartition("t", 2)]
+    ownership.release_all()
+    assert released() == [0, 2]
+    assert ownership.owners() == {}
+    assert [memory_group.admin.get(layout.owner_path(GROUP, "t", p)) for p in range(3)] == [None] * 3

@@ -35,12 +35,12 @@ from zkconsumer.lab.analysis.sql_text import literal, quoted
 TAG = "_frame"
 # Set while the job runs (`planned_whole`), put back after.
 QUERY_SETTINGS = {
-    # Adaptive execution runs each query stage as a job of its own and re-plans the rest after it: the job's
-    # queries are wide unions of small branches (a stage per shuffle), where that costs far more than it saves.
+    # Adaptive execution runs each query stage as a job of its own and re-plans the rest after it: the job is one
+    # query of two stages (the parse, then the runs' grouped map after the shuffle), with nothing to re-plan.
     "spark.sql.adaptive.enabled": "false",
-    # Expressions evaluated as written, not compiled to Java first: the job's steps are a few large plans over
-    # few rows per branch, where compiling (Janino, then the JVM's JIT) cost more than running interpreted; at
-    # a million trace lines the two take the same time (docs/analysis.md, "What the job costs").
+    # Expressions evaluated as written, not compiled to Java first: the parse's wide expressions (sql_text.py)
+    # take longer to compile (Janino, then the JVM's JIT) than the demo's lines take to run interpreted; at a
+    # million trace lines the two take the same time (docs/analysis.md, "What the job costs").
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }

@@ -62,7 +62,7 @@ class ZKRebalancerListener:
         self.ownership = ownership
         self.offsets = offsets
         self.events = events or EventBus(settings.consumer_id)
-        self.user_listener = user_listener
+        self._user_listener = user_listener  # read by the attempts, under rebalance_lock; set by set_user_listener
         self.timer = timer
         self.register = register  # (re-)writes our registration node; called after a session expiry
         self.clock = clock  # for the duration_ms of the rebalance and attempt events
@@ -118,6 +118,19 @@ class ZKRebalancerListener:
     def mark_closed(self) -> None:
         """The connector has shut down (every thread it started has been joined or given up on): final."""
         self._transition(MemberState.CLOSED)
+
+    # --- the user's callbacks ------------------------------------------------------------------------
+
+    @property
+    def user_listener(self) -> ConsumerRebalanceListener | None:
+        """The user's rebalance callbacks; read-only here: `set_user_listener` sets them."""
+        return self._user_listener
+
+    def set_user_listener(self, listener: ConsumerRebalanceListener | None) -> None:
+        """Call `listener`'s callbacks from the next attempt on (0.9's `setConsumerRebalanceListener`). Set under
+        `rebalance_lock`, which an attempt holds while it reads them: one attempt calls one listener throughout."""
+        with self.rebalance_lock:
+            self._user_listener = listener
 
     # --- triggers and the watcher thread -----------------------------------------------------------
 
@@ -407,15 +420,16 @@ class ZKRebalancerListener:
 
     def before_releasing_partitions(self, partitions: list[TopicPartition] | None = None) -> None:
         """The user's callback, with `partitions` by topic (all that this member owns unless given)."""
-        if self.user_listener is None:
+        user = self._user_listener
+        if user is None:
             return
         if partitions is None:
-            self.user_listener.before_releasing_partitions(self.ownership.partitions_by_topic())
+            user.before_releasing_partitions(self.ownership.partitions_by_topic())
             return
         by_topic: dict[str, set[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, set()).add(tp.partition)
-        self.user_listener.before_releasing_partitions(by_topic)
+        user.before_releasing_partitions(by_topic)
 
     def release_partitions(self) -> None:
         self.ownership.release_all()
@@ -470,13 +484,14 @@ class ZKRebalancerListener:
         return self.ownership.claim(mine)
 
     def before_starting_fetchers(self, group_assignment: dict[str, Assignment]) -> None:
-        if self.user_listener is None:
+        user = self._user_listener
+        if user is None:
             return
         global_view: dict[str, dict[int, ConsumerThreadId]] = {}
         for assignment in group_assignment.values():
             for tp, thread_id in assignment.items():
                 global_view.setdefault(tp.topic, {})[tp.partition] = thread_id
-        self.user_listener.before_starting_fetchers(self.consumer_id, global_view)
+        user.before_starting_fetchers(self.consumer_id, global_view)
 
     def start_fetchers(self, infos: dict[TopicPartition, PartitionTopicInfo], *, more: bool = False) -> None:
         """Fetch these; `more` (incremental ownership): as well as those kept, whose fetchers never stopped."""

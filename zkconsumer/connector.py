@@ -176,7 +176,7 @@ class ZookeeperConsumerConnector:
     def set_rebalance_listener(self, listener: ConsumerRebalanceListener) -> None:
         if self._streams_created:
             raise RuntimeError("set the rebalance listener before creating message streams")
-        self.listener.user_listener = listener
+        self.listener.set_user_listener(listener)
 
     def add_event_listener(self, listener: EventListener) -> Callable[[], None]:
         """Subscribe to this member's `MemberEvent`s (quick, non-blocking callbacks); returns an unsubscribe."""

@@ -1,13 +1,15 @@
 """The opt-in modes as a strategy (rebalance/attempts.py, docs/modes.md): the listener chooses its attempt once, when
 it is built, from its settings' modes (0.8.2's `FaithfulAttempt` with every attempt mode off, `ModalAttempt`
 otherwise), and whichever attempt runs, each of an attempt's events is emitted once per attempt (the per-partition
-ones once per partition). Each case drives a `ZKRebalancerListener` over the in-memory ZooKeeper, on the test thread;
-the other member is a registration only (written by the admin session), so it never rebalances.
+ones once per partition; RELEASE from the ownership alone), and each calls the user's callbacks set through the
+listener's `set_user_listener`. Each case drives a `ZKRebalancerListener` over the in-memory ZooKeeper, on the test
+thread; the other member is a registration only (written by the admin session), so it never rebalances.
 """
 
 from __future__ import annotations
 
 import ast
+import threading
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -51,12 +53,13 @@ ONCE = (EventKind.ATTEMPT_BEGIN, EventKind.ATTEMPT_END, EventKind.FETCHERS_STOPP
 class RecordingUserListener:
     def __init__(self) -> None:
         self.released: list[dict[str, set[int]]] = []
+        self.started: list[str] = []
 
     def before_releasing_partitions(self, partition_ownership: dict[str, set[int]]) -> None:
         self.released.append(partition_ownership)
 
     def before_starting_fetchers(self, consumer_id: str, global_partition_assignment: object) -> None:
-        pass
+        self.started.append(consumer_id)
 
 
 class StuckFetchers(NoFetchers):
@@ -247,3 +250,52 @@ def test_each_released_partition_is_reported_once_whichever_way_it_is_released(m
     assert released() == [0, 2]
     assert ownership.owners() == {}
     assert [memory_group.admin.get(layout.owner_path(GROUP, "t", p)) for p in range(3)] == [None] * 3
+
+
+@pytest.mark.parametrize("modes", MODES.values(), ids=MODES.keys())
+def test_the_user_listener_set_through_the_listener_is_the_one_its_attempts_call(memory_group, client, modes) -> None:
+    memory_group.topic("t", PARTITIONS)
+    listener, _, first = make_listener(client, modes)
+    second = RecordingUserListener()
+    listener.set_user_listener(second)
+    assert listener.user_listener is second
+    listener.synced_rebalance()
+    assert second.started == ["m"] and first.started == [] and first.released == []
+
+
+def test_the_user_listener_is_set_under_the_rebalance_lock(memory_group, client) -> None:
+    """An attempt reads the user's callbacks under `rebalance_lock`: setting them waits for the attempt to end, so
+    one attempt never calls two listeners."""
+    listener, _, first = make_listener(client, MODES["faithful"])
+    second = RecordingUserListener()
+    held, done = threading.Event(), threading.Event()
+
+    def rebalancing() -> None:
+        with listener.rebalance_lock:  # as synced_rebalance holds it for a whole rebalance
+            held.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=rebalancing)
+    holder.start()
+    assert held.wait(10)
+    setter = threading.Thread(target=listener.set_user_listener, args=(second,))
+    setter.start()
+    setter.join(0.2)
+    try:
+        assert setter.is_alive() and listener.user_listener is first
+    finally:
+        done.set()
+        holder.join(10)
+        setter.join(10)
+    assert listener.user_listener is second
+
+
+def test_the_connector_sets_the_user_listener_through_the_listener(memory_group) -> None:
+    memory_group.topic("t", PARTITIONS)
+    member = memory_group.member(GROUP, "c")
+    user = RecordingUserListener()
+    member.set_rebalance_listener(user)
+    with pytest.raises(AttributeError):
+        member.listener.user_listener = RecordingUserListener()  # type: ignore[misc]
+    member.create_message_streams({"t": 1})
+    assert member.listener.user_listener is user and user.started == [member.consumer_id]

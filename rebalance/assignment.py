@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from fetcher_manager.topic_partition import TopicPartition
 
@@ -61,7 +62,10 @@ Assignment = dict[TopicPartition, ConsumerThreadId]
 """Partition -> owning thread, as produced by an assignor for one consumer."""
 
 
-def _frozen(mapping: Mapping[str, tuple]) -> Mapping[str, tuple]:
+_V = TypeVar("_V")
+
+
+def _frozen(mapping: Mapping[str, _V]) -> Mapping[str, _V]:
     return MappingProxyType(dict(mapping))
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TypeVar
 
 from fetcher_manager.stream import ChunkQueue, KafkaStream
-from rebalance.assignment import ConsumerThreadId
+from rebalance.assignment import ConsumerThreadId, TopicPartition
+
+_T = TypeVar("_T")
 
 
 class StreamBindings:
@@ -44,7 +47,7 @@ class StreamBindings:
         for stream in self.streams():
             stream.clear()
 
-    def drop_partitions(self, keys: set) -> None:
+    def drop_partitions(self, keys: set[TopicPartition]) -> None:
         """Incremental ownership: drop the queued chunks and the streams' current chunks of these partitions only;
         the others' messages keep flowing to the application."""
         for queue in self.queues():
@@ -54,14 +57,17 @@ class StreamBindings:
 
     def queues(self) -> list[ChunkQueue]:
         """Distinct queues (wildcard subscriptions share one queue across topics)."""
-        return self._distinct(0)
+        with self._lock:
+            return _distinct(queue for queue, _stream in self._bound.values())
 
     def streams(self) -> list[KafkaStream]:
-        return self._distinct(1)
-
-    def _distinct(self, index: int) -> list:
         with self._lock:
-            seen: dict[int, object] = {}
-            for pair in self._bound.values():
-                seen.setdefault(id(pair[index]), pair[index])
-            return list(seen.values())
+            return _distinct(stream for _queue, stream in self._bound.values())
+
+
+def _distinct(items: Iterable[_T]) -> list[_T]:
+    """Each object once (the same object, not an equal one), in the order first seen."""
+    seen: dict[int, _T] = {}
+    for item in items:
+        seen.setdefault(id(item), item)
+    return list(seen.values())

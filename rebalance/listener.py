@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 
-from tenacity import RetryCallState, RetryError, Retrying, stop_when_event_set, wait_exponential
+from tenacity import RetryCallState, RetryError, Retrying, wait_exponential
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance import sticky_agreement
@@ -249,11 +249,11 @@ class ZKRebalancerListener:
             return
         self._transition(MemberState.REGISTERING)
         retrying = Retrying(
-            stop=stop_when_event_set(self._shutting_down),
+            stop=self._registration_stopped,
             # backoff_ms, then twice the wait before, up to the cap (tenacity: multiplier * 2 ** (attempt - 1))
             wait=wait_exponential(multiplier=self.settings.backoff_ms / 1000.0,
                                   max=self.settings.max_registration_backoff_ms / 1000.0),
-            sleep=self._shutting_down.wait, before_sleep=self._registration_failed,
+            sleep=self._registration_backoff, before_sleep=self._registration_failed,
         )
         try:
             retrying(self.register)
@@ -261,6 +261,14 @@ class ZKRebalancerListener:
             return
         self.last_error = None
         self.events.emit(EventKind.REGISTERED)
+
+    # tenacity's own stop_when_event_set and a bare `Event.wait` as its sleep are typed for threading's Event only;
+    # these two do the same with the member's (rebalance/sync.py), which may be the simulation's (docs/simulation.md).
+    def _registration_stopped(self, _retry: RetryCallState) -> bool:
+        return self._shutting_down.is_set()
+
+    def _registration_backoff(self, seconds: float) -> None:
+        self._shutting_down.wait(seconds)
 
     def _registration_failed(self, retry: RetryCallState) -> None:
         # tenacity calls before_sleep only after a failed call (the default retry condition is an Exception

@@ -5,11 +5,12 @@ rebalance callbacks, the fetchers, a timer), an attempt's result and the member'
 from __future__ import annotations
 
 import enum
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
 from fetcher_manager.partition_info import PartitionTopicInfo
-from rebalance.assignment import ConsumerThreadId
+from rebalance.assignment import ConsumerThreadId, TopicPartition
 
 
 class ConsumerRebalanceFailedError(RuntimeError):
@@ -39,11 +40,12 @@ class FetcherControl(Protocol):
     # incremental ownership only (docs/modes.md)
     def add_partitions(self, partition_infos: list[PartitionTopicInfo]) -> None: ...
 
-    def remove_partitions(self, tps: list, timeout_s: float) -> bool: ...
+    def remove_partitions(self, tps: list[TopicPartition], timeout_s: float) -> bool: ...
 
 
 class Timer(Protocol):
-    def time(self): ...
+    def time(self) -> AbstractContextManager[object]:
+        """Time the `with` block (fetcher_manager/metrics.py's timer is one)."""
 
 
 @dataclass(frozen=True)

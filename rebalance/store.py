@@ -54,7 +54,7 @@ class GroupStore(Protocol):
     def release(self, topic: str, partition: int) -> None:
         """Delete the owner node; a missing node is fine."""
 
-    def release_many(self, partitions: list) -> None:
+    def release_many(self, partitions: list[TopicPartition]) -> None:
         """`release` of each, as one batch where the store can (opt-in modes, docs/modes.md)."""
 
     def watch_owner(self, topic: str, partition: int, callback: Callable[[bool], None]) -> Callable[[], None]:

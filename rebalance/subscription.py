@@ -30,7 +30,7 @@ class TopicFilter:
 
     raw_regex: str
     regex: str = field(init=False)
-    _compiled: re.Pattern = field(init=False, repr=False, compare=False)
+    _compiled: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     pattern_name = ""
 

@@ -44,7 +44,8 @@ lesson: jvm
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The type check (docs/testing.md, "The type check"): mypy, strict, over fetcher_manager/ and zkconsumer/zookeeper/
+# The type check (docs/testing.md, "The type check"): mypy, strict, over rebalance/, fetcher_manager/ and
+# zkconsumer/zookeeper/
 # (settings in pyproject.toml [tool.mypy]); seconds cold, under one with its cache in .mypy_cache/.
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

@@ -106,6 +106,18 @@ def unmarked_expensive(items: list[pytest.Item]) -> list[str]:
     return problems
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--repeat", type=int, default=1, metavar="N",
+                     help="run each selected test N times in one session (docs/testing.md, \"Flaky tests\")")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    times = metafunc.config.getoption("repeat")
+    if times > 1:
+        metafunc.fixturenames.append("_repeat")
+        metafunc.parametrize("_repeat", range(times))
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: an unmarked test is one -m "not slow" would wrongly keep
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     problems = unmarked_expensive(items)

@@ -30,8 +30,6 @@ pytestmark = [pytest.mark.slow,  # tmux, and the view in a process of its own
               pytest.mark.skipif(shutil.which("tmux") is None,
                                  reason="missing tool: tmux (this test drives the view in a real terminal)")]
 
-TOPIC = "watch-live-events"
-GROUP = "live"
 # Every ZooKeeper request that writes nothing (opcodes as in ZooKeeper's ZooDefs.OpCode): anything else the view sends
 # is a write, or one of the session-management calls a read-only view has no use for (addWatch, removeWatches).
 READS = frozenset({"exists", "getData", "getACL", "getChildren", "getChildren2", "sync", "check", "multiRead",
@@ -122,15 +120,19 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     port = zk_server.nodes[0].client_port
     # The broker's tests share ZooKeeper's root (tests/conftest.py); a chroot, if any, prefixes every watched path.
     chroot = "/" + cluster.zookeeper_connect.split("/", 1)[1] if "/" in cluster.zookeeper_connect else ""
-    cluster.create_topic(TOPIC, partitions=4)
-    members(GROUP, "a").create_message_streams({TOPIC: 1})
-    wait_for(lambda: set(zk.owners(GROUP).values()) == {"live_a-0"} and len(zk.owners(GROUP)) == 4,
-             message="live_a owns all four partitions")
-    zk.create(f"/consumers/{GROUP}/offsets/{TOPIC}/0", b"0")  # a committed offset: the offsets dir exists
+    # Names of its own: a run after another (or beside one) finds no topic, group or offset of theirs. Short ones:
+    # the members table scrolls sideways past about 84 columns, and a cut OWNS column hides what is checked.
+    topic, group = unique("wl"), unique("lv")
+    a, b = f"{group}_a", f"{group}_b"
+    cluster.create_topic(topic, partitions=4)
+    members(group, "a").create_message_streams({topic: 1})
+    wait_for(lambda: set(zk.owners(group).values()) == {f"{a}-0"} and len(zk.owners(group)) == 4,
+             message=f"{a} owns all four partitions")
+    zk.create(f"/consumers/{group}/offsets/{topic}/0", b"0")  # a committed offset: the offsets dir exists
 
     op_counts = tmp_path / "ops.json"
     command = (f"{sys.executable} -m zkconsumer watch --zookeeper {proxy.connect_string('view', chroot)} "
-               f"--group {GROUP} --op-counts {op_counts}")
+               f"--group {group} --op-counts {op_counts}")
     # The window is made at this size, not resized to it after the view started: a resize that lands before the
     # view installs its SIGWINCH handler leaves it drawing for 80x24, where the members table has room for one row.
     tmux.run("-f", "/dev/null", "start-server", ";", "set-option", "-g", "default-size", "160x50", ";",
@@ -138,16 +140,16 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     assert tmux.run("display-message", "-p", "-t", "view", "#{window_width}x#{window_height}").stdout.strip() \
         == "160x50"
     pane_pid = int(tmux.run("display-message", "-p", "-t", "view", "#{pane_pid}").stdout)
-    screen = wait_for_screen(tmux, lambda s: "live_a    owning 4" in s or "live_a  owning 4" in s, 30,
-                             "the view to show live_a owning all four partitions")
+    screen = wait_for_screen(tmux, lambda s: any(line.split()[:3] == [a, "owning", "4"] for line in s.splitlines()),
+                             30, f"the view to show {a} owning all four partitions")
     session = re.search(r"session (0x[0-9a-f]+)", screen).group(1)
 
     # One watch per node shown: data watches on the topic and on each partition's owner and offset node (exists
     # watches where the node is missing), child watches on the group dir, ids, owners and offsets (4). The server
     # lists a session's data watches (`wchc`) but not its child watches: those are the view's watching
     # getChildren requests, by path.
-    base = f"{chroot}/consumers/{GROUP}"
-    expected_data = sorted([f"{chroot}/brokers/topics/{TOPIC}"] + [f"{base}/{kind}/{TOPIC}/{p}" for kind in
+    base = f"{chroot}/consumers/{group}"
+    expected_data = sorted([f"{chroot}/brokers/topics/{topic}"] + [f"{base}/{kind}/{topic}/{p}" for kind in
                                                                    ("owners", "offsets") for p in range(4)])
     expected_children = sorted([base, f"{base}/ids", f"{base}/owners", f"{base}/offsets"])
     assert sorted(data_watches_of(port, session)) == expected_data
@@ -160,18 +162,18 @@ def test_live_view_shows_a_joining_member_without_writing(cluster, zk, zk_server
     assert {r.session_id for r in wire.where(kind="connect_reply")} == {int(session, 16)}  # the link is the view's
 
     joined = time.monotonic()
-    members(GROUP, "b").create_message_streams({TOPIC: 1})  # returns once live_b has claimed its partitions
+    members(group, "b").create_message_streams({topic: 1})  # returns once b has claimed its partitions
 
     def shows_b(s: str) -> bool:
         rows = [line.split() for line in s.splitlines()]
-        return (["live_b", "owning", "2", f"{TOPIC}:1", f"{TOPIC}:2,3"] in rows
-                and all([TOPIC, str(p), "live_b-0"] == r[:3] for r in rows for p in (2, 3) if r[:2] == [TOPIC, str(p)]))
+        return ([b, "owning", "2", f"{topic}:1", f"{topic}:2,3"] in rows
+                and all([topic, str(p), f"{b}-0"] == r[:3] for r in rows for p in (2, 3) if r[:2] == [topic, str(p)]))
 
     # How soon is printed, not asserted: a wall-clock bound fails on a busy machine without any defect.
-    screen = wait_for_screen(tmux, shows_b, 30.0, "live_b and its partitions 2 and 3")
+    screen = wait_for_screen(tmux, shows_b, 30.0, f"{b} and its partitions 2 and 3")
     shown_after = time.monotonic() - joined
-    assert "member joined live_b" in screen
-    print(f"live_b shown {shown_after:.2f} s after its join returned")
+    assert f"member joined {b}" in screen
+    print(f"{b} shown {shown_after:.2f} s after its join returned")
 
     tmux.run("send-keys", "-t", "view", "q")
     wait_for(lambda: not tmux.alive(), timeout=10, message="the view to quit and its tmux session to end")

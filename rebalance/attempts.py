@@ -28,16 +28,13 @@ from rebalance.subscription import Registration
 from rebalance.sync import SyncPrimitives
 
 
-@runtime_checkable
-class AttemptContext(Protocol):
-    """What an attempt may use of its member (`ZKRebalancerListener` is one). Everything is read-only here: an
-    attempt changes the member only through the steps and the ownership."""
+class GroupMember(Protocol):
+    """What `opt_in.every_member_runs` reads of a member: the registrations of the view it read, whether it owns
+    anything yet, and what it names and reports. An `AttemptContext` is one; so is the sticky assignor's member
+    (rebalance/sticky_agreement.py)."""
 
     @property
     def consumer_id(self) -> str: ...
-
-    @property
-    def settings(self) -> RebalanceSettings: ...
 
     @property
     def store(self) -> GroupStore: ...
@@ -47,6 +44,21 @@ class AttemptContext(Protocol):
 
     @property
     def events(self) -> EventBus: ...
+
+    @property
+    def stats(self) -> RebalanceStats: ...
+
+    @property
+    def last_registrations(self) -> Mapping[str, Registration]: ...
+
+
+@runtime_checkable
+class AttemptContext(GroupMember, Protocol):
+    """What an attempt may use of its member (`ZKRebalancerListener` is one): a `GroupMember`, and more. Everything
+    is read-only here: an attempt changes the member only through the steps and the ownership."""
+
+    @property
+    def settings(self) -> RebalanceSettings: ...
 
     # --- the steps of 0.8.2's `rebalance`, in its order -----------------------------------------------
 
@@ -82,12 +94,6 @@ class AttemptContext(Protocol):
     # --- what only the opt-in modes use (docs/modes.md) --------------------------------------------------
 
     def remove_fetchers(self, partitions: list[TopicPartition], timeout_s: float) -> bool: ...
-
-    @property
-    def last_registrations(self) -> Mapping[str, Registration]: ...
-
-    @property
-    def stats(self) -> RebalanceStats: ...
 
     @property
     def trigger_seq(self) -> int: ...

@@ -18,17 +18,12 @@ listener starts the next one at once, from a fresh view, without the backoff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Protocol
 
 from fetcher_manager.partition_info import PartitionTopicInfo
 from rebalance.assignment import Assignment, AssignmentContext, TopicPartition, View
-from rebalance.attempts import AttemptContext
-from rebalance.events import EventBus, EventKind
-from rebalance.listener_types import AttemptResult, ModeRefusedError, ModeSettings, RebalanceStats
-from rebalance.ownership import Ownership
-from rebalance.store import GroupStore
-from rebalance.subscription import Registration
+from rebalance.attempts import AttemptContext, GroupMember
+from rebalance.events import EventKind
+from rebalance.listener_types import AttemptResult, ModeRefusedError, ModeSettings
 
 log = logging.getLogger(__name__)
 
@@ -189,30 +184,6 @@ def _barrier_applies(member: AttemptContext) -> bool:
     reason to stop owning, so one already in the group goes on without it, as 0.8.2."""
     return every_member_runs(member, BARRIER, "zkconsumer.consensus.barrier=true", "leave it off on this one",
                              "rebalancing without it", EventKind.BARRIER_SKIPPED)
-
-
-class GroupMember(Protocol):
-    """What `every_member_runs` reads of a member: the registrations of the view it read, whether it owns anything
-    yet, and what it names and reports. An `AttemptContext` is one; so is the sticky assignor's member
-    (rebalance/sticky_agreement.py)."""
-
-    @property
-    def consumer_id(self) -> str: ...
-
-    @property
-    def store(self) -> GroupStore: ...
-
-    @property
-    def ownership(self) -> Ownership: ...
-
-    @property
-    def events(self) -> EventBus: ...
-
-    @property
-    def stats(self) -> RebalanceStats: ...
-
-    @property
-    def last_registrations(self) -> Mapping[str, Registration]: ...
 
 
 def every_member_runs(member: GroupMember, mode: str, setting: str, instead: str, meanwhile: str,

@@ -66,8 +66,9 @@ from typing import Any, Protocol
 
 from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId, TopicPartition
 from rebalance.assignors import PartitionAssignor, RangeAssignor
+from rebalance.attempts import GroupMember
 from rebalance.events import EventKind
-from rebalance.opt_in import GroupMember, every_member_runs, view_id
+from rebalance.opt_in import every_member_runs, view_id
 from rebalance.sticky import moved_partitions
 
 log = logging.getLogger(__name__)

@@ -55,8 +55,8 @@ class OffsetCheckpoints:
     def __init__(self, store: OffsetStore, consumer_id: str, commits_meter: Marker | None = None,
                  events: EventBus | None = None) -> None:
         self.store = store
-        # Looked at once, not per fetch or commit: on Python 3.11 an isinstance check against a runtime-checkable
-        # protocol looks for each of its methods (15-25 us).
+        # Looked at once, not per fetch or commit: an isinstance check against a runtime-checkable protocol looks
+        # for each of its methods.
         self._batch_store = store if isinstance(store, BatchOffsetStore) else None
         self.consumer_id = consumer_id
         self.commits_meter = commits_meter

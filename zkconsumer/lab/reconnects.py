@@ -44,7 +44,7 @@ its reconnections on the wire only).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from zkconsumer.lab.wire.jute import ERRORS
@@ -108,15 +108,16 @@ def count(records: Iterable[Mapping[str, Any]], start: float | None = None, end:
     `records` are one run's trace records in any order; the whole run is read so that a member's state before the
     window is known, and only what happens inside [start, end] (or where `within(ts)` holds: the analysis's
     half-open change windows) is counted."""
-    return total(counted(records), lambda ts: within(ts) if within is not None else _inside(ts, start, end))
+    return total(counted(records), start, end, within=within)
 
 
-def total(found: Iterable[Counted], inside: Callable[[float], bool]) -> Reconnects:
-    """The `Reconnects` of what `counted` found whose time `inside` accepts: one run's records are read once by
-    `counted`, then summed per window (the analysis has a window per change)."""
-    sums = dict.fromkeys(_FIELDS, 0)
+def total(found: Iterable[Counted], start: float | None = None, end: float | None = None, *,
+          within: Callable[[float], bool] | None = None) -> Reconnects:
+    """`count`'s window over what `counted` found: one run's records are read once by `counted`, then summed per
+    window (the analysis has a window per change)."""
+    sums = {f.name: 0 for f in fields(Reconnects)}
     for ts, name, n in found:
-        if inside(ts):
+        if within(ts) if within is not None else _inside(ts, start, end):
             sums[name] += n
     return Reconnects(**sums)
 
@@ -160,9 +161,6 @@ def counted(records: Iterable[Mapping[str, Any]]) -> list[Counted]:
             if OWNERS in (r.get("path") or ""):
                 found.append((r["ts"], "refused_owners", 1))
     return found + _rearmed(watches, replacing) + _losses(states)
-
-
-_FIELDS = ("reconnections", "losses", "resent", "rearmed", "followed", "refused_owners")
 
 
 def _follow_ups(path: Any) -> int:

@@ -45,8 +45,8 @@ def connection_losses(run: pa.Table, windows: Sequence[Row], bounds: Row | None)
     """(per change index, over the churn window [churn_start, churn_end]): `COLUMNS` of each."""
     # the run's records are read once, then summed per window: a herd has a window per change
     found = reconnects.counted(_records(run))
-    per_change = {w["change_index"]: _row(reconnects.total(found, lambda t, w=w: in_window(t, w))) for w in windows}
+    per_change = {w["change_index"]: _row(reconnects.total(found, within=lambda t, w=w: in_window(t, w)))
+                  for w in windows}
     if bounds is None or bounds.get("churn_start") is None:
         return per_change, None
-    start, end = bounds["churn_start"], bounds.get("churn_end")
-    return per_change, _row(reconnects.total(found, lambda t: t >= start and (end is None or t <= end)))
+    return per_change, _row(reconnects.total(found, bounds["churn_start"], bounds.get("churn_end")))

@@ -13,7 +13,9 @@ import click
 
 from zkconsumer import extras
 from zkconsumer.admin import alter_partitions, create_topic, describe_topic, list_topics
-from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir, default_zookeeper
+from zkconsumer.cli_consumer import COMMANDS
+from zkconsumer.cli_options import bootstrap_option, dir_option, resolve_zookeeper, zookeeper_option
+from zkconsumer.embedded.cluster import EmbeddedCluster, default_dir
 from zkconsumer.errors import UserError
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.tree import walk
@@ -77,21 +79,6 @@ def _needs_extra(name: str, extra: str) -> click.Command:
     return click.Command(name, callback=fail, add_help_option=False, short_help=f"(needs the '{extra}' extra)",
                          params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
                          context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-
-
-def resolve_zookeeper(zookeeper: str | None) -> str:
-    found = zookeeper or default_zookeeper()
-    if not found:
-        raise click.UsageError(
-            "no --zookeeper given and no embedded cluster is running (start one with `zkconsumer cluster up`)"
-        )
-    return found
-
-
-dir_option = click.option("--dir", "base_dir", type=click.Path(path_type=Path), default=None,
-                          help="cluster directory (default .zkconsumer/cluster or $ZKCONSUMER_CLUSTER_DIR)")
-zookeeper_option = click.option("--zookeeper", "zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
-                                help="zookeeper.connect (default: the running embedded cluster)")
 
 
 @click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -191,10 +178,6 @@ def topic() -> None:
     """Topic administration."""
 
 
-bootstrap_option = click.option("--bootstrap", default=None,
-                                help="bootstrap.servers (default: the brokers in ZooKeeper)")
-
-
 @topic.command("create")
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(1, 10000), required=True)
@@ -268,7 +251,6 @@ def zk_tree(path: str, zookeeper: str | None) -> None:
         click.echo(node.format())
 
 
-from zkconsumer import cli_consumer  # noqa: E402  (its commands attach to `main`)
-
-cli_consumer.register(main, zookeeper_option, resolve_zookeeper)
+for command in COMMANDS:
+    main.add_command(command)
 

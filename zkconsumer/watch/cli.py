@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from zkconsumer import extras
-from zkconsumer.cli import resolve_zookeeper, zookeeper_option
+from zkconsumer.cli_options import resolve_zookeeper, zookeeper_option
 from zkconsumer.watch import lag, model
 from zkconsumer.zookeeper.client import ZkClient
 

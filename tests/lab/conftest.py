@@ -1,5 +1,6 @@
 """A real Apache Kafka broker behind the real Kafka counting proxy, for the proxy's and the coordinator driver's
-tests: one broker for the session, a fresh proxy per test.
+tests: one broker for the session, a fresh proxy per test. Likewise one KRaft Apache Kafka 4 broker for the session
+(`kraft_broker`), for the tests of the modern group protocols.
 
 The broker is configured as the lab configures its own (zkconsumer/lab/servers.py): a `MEMBERS` listener
 advertised at a fixed proxy port, and a `DIRECT` one for traffic that is no member's. Each test gets a new
@@ -19,6 +20,8 @@ from helpers import ZkProbe, unique
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from zkconsumer.embedded.kafka import KafkaBroker
+from zkconsumer.embedded.kraft import KRaftBroker
+from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import free_port
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.lab.server_info import wait_group_coordinator
@@ -34,6 +37,21 @@ class ProxiedKafka:
     broker: KafkaBroker
     proxy_port: int  # what the MEMBERS listener advertises
     zookeeper: str  # the broker's zookeeper.connect (its own chroot)
+
+    @property
+    def members_upstream(self) -> tuple[str, int]:
+        return "127.0.0.1", self.broker.listeners[0].port
+
+    @property
+    def direct(self) -> str:
+        """The DIRECT listener: admin and producers whose requests must not be counted."""
+        return self.broker.bootstrap
+
+
+@dataclass
+class KRaftKafka:
+    broker: KRaftBroker
+    proxy_port: int  # what the MEMBERS listener advertises
 
     @property
     def members_upstream(self) -> tuple[str, int]:
@@ -102,3 +120,22 @@ def lab_servers(proxied_kafka: ProxiedKafka, tmp_path_factory: pytest.TempPathFa
         yield servers
     finally:
         servers.stop()
+
+
+@pytest.fixture(scope="session")
+def kraft_broker(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[KRaftKafka]:
+    """A KRaft Apache Kafka 4 node with the embedded defaults (zkconsumer/embedded/kraft.py, BASE_SETTINGS), whose
+    MEMBERS listener advertises a port a test then puts its own proxy on. Shared by the session: its tests create
+    topics and groups of unique names and count on their own proxy's records, never on the broker's totals."""
+    proxy_port = free_port()
+    broker = KRaftBroker.plan(tmp_path_factory.mktemp("kraft"), 1, proxied_port=proxy_port)
+    try:
+        broker.start()
+        if broker.process is not None:
+            session_lifeline.watch(broker.process)
+        broker.wait_ready()
+        # __consumer_offsets exists before any member asks: its creation stays out of a first join's time.
+        wait_group_coordinator(broker.bootstrap)
+        yield KRaftKafka(broker, proxy_port)
+    finally:
+        broker.stop()

@@ -7,7 +7,6 @@ designs apart from the eager one); every produced message is consumed."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import time
@@ -25,7 +24,6 @@ from zkconsumer.lab.coordinator import CoordinatorDriver, MemberKind, MemberView
 from zkconsumer.lab.driver import LabEnvironment, TraceTail
 from zkconsumer.lab.librdkafka_member import LibrdkafkaMember, LibrdkafkaMemberSettings
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.server_info import wait_group_coordinator
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire import KafkaProxy, RecordCollector
 
@@ -349,31 +347,13 @@ def test_a_consumer_protocol_member_on_a_zookeeper_mode_broker_fails_in_one_line
 # --- the consumer protocol (KIP-848), on Kafka 4 (KRaft mode) ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def kraft_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KRaftBroker, int]]:
-    if importlib.util.find_spec("zkconsumer.embedded.kraft") is None:
-        pytest.skip("zkconsumer.embedded.kraft (the Kafka 4 KRaft broker) is not in this checkout yet")
-    from zkconsumer.embedded.kraft import KRaftBroker
-    from zkconsumer.embedded.process import free_port
-
-    proxy_port = free_port()
-    broker = KRaftBroker.plan(tmp_path_factory.mktemp("kraft"), 1, proxied_port=proxy_port)
-    broker.start()
-    try:
-        broker.wait_ready()
-        wait_group_coordinator(broker.bootstrap)  # the offsets topic's creation stays out of the first join's time
-        yield broker, proxy_port
-    finally:
-        broker.stop()
-
-
 @pytest.fixture
 def consumer_protocol(tmp_path: Path, kraft_broker, new_topic) -> Iterator[tuple[Start, Servers]]:
-    broker, proxy_port = kraft_broker
-    members = broker.listeners[0]  # MEMBERS, advertised at the proxy's port (as KafkaBroker.plan lays it out)
-    kafka_proxy = KafkaProxy(("127.0.0.1", members.port), sink=RecordCollector(), name=unique("kp"),
-                             port=proxy_port).start()
-    servers = Servers(kafka_proxy.bootstrap, broker.bootstrap, kafka_proxy)
+    # The session's KRaft broker (tests/lab/conftest.py), shared with test_wire_kip848.py: topics and groups here
+    # are of unique names (make_start), and the proxy is this test's own.
+    kafka_proxy = KafkaProxy(kraft_broker.members_upstream, sink=RecordCollector(), name=unique("kp"),
+                             port=kraft_broker.proxy_port).start()
+    servers = Servers(kafka_proxy.bootstrap, kraft_broker.direct, kafka_proxy)
     start, started = make_start(tmp_path, servers, new_topic)
     try:
         yield start, servers
@@ -402,14 +382,14 @@ def test_consumer_protocol_joins_are_incremental_and_a_leave_and_a_kill_recover(
     assert driver.stats()["design"] == "consumer" and driver.stats()["generations"] == []
     # No JoinGroup at all: the group is run by ConsumerGroupHeartbeat.
     assert requests(servers.proxy, "m0", "JoinGroup") == 0
-    pause_past_the_session(driver, env, broker_session_s(kraft_broker[0]))
+    pause_past_the_session(driver, env, broker_session_s(kraft_broker.broker))
 
     produce(servers.direct, topic, 60, start=60)
     driver.leave("m1")
     assert_partitioned(settle(driver, ["m0", "m2"]), env)
     driver.kill("m2")
     # the broker fences m2 once its session (the broker's group.consumer.session.timeout.ms) is over
-    assert_partitioned(settle(driver, ["m0"], timeout=broker_session_s(kraft_broker[0]) + 20), env)
+    assert_partitioned(settle(driver, ["m0"], timeout=broker_session_s(kraft_broker.broker) + 20), env)
     expected = {(i % PARTITIONS, i // PARTITIONS) for i in range(120)}
     wait_for(lambda: consumed_offsets(env) >= expected, message="the 120 produced messages consumed")
 

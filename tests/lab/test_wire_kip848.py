@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import pytest
 from helpers import unique, wait_for
 
-from zkconsumer.embedded.kraft import KRaftBroker
-from zkconsumer.embedded.lifeline import Lifeline
-from zkconsumer.embedded.process import free_port
-from zkconsumer.lab.server_info import read_exactly, wait_group_coordinator
+from zkconsumer.lab.server_info import read_exactly
 from zkconsumer.lab.wire import C2S, S2C, Counters, KafkaProxy, KafkaRecord, KafkaStreamDecoder, RecordCollector
 from zkconsumer.lab.wire import kafka_codec as codec
 
@@ -324,22 +321,6 @@ def test_other_apis_carry_no_kip848_fields() -> None:
 PARTITIONS = 4
 
 
-@pytest.fixture(scope="module")
-def kraft4(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[tuple[KRaftBroker, int]]:
-    """A KRaft Apache Kafka 4.4 node whose MEMBERS listener advertises a port a test then puts its proxy on."""
-    proxied_port = free_port()
-    broker = KRaftBroker.plan(tmp_path_factory.mktemp("kraft4"), 1, proxied_port=proxied_port)
-    try:
-        broker.start()
-        if broker.process is not None:
-            session_lifeline.watch(broker.process)
-        broker.wait_ready()
-        wait_group_coordinator(broker.bootstrap)  # __consumer_offsets exists before any member asks
-        yield broker, proxied_port
-    finally:
-        broker.stop()
-
-
 def member(bootstrap: str, group: str, name: str):
     import confluent_kafka
 
@@ -365,11 +346,12 @@ def describe(port: int, group: str, version: int, correlation_id: int) -> codec.
 
 
 @pytest.mark.slow
-def test_consumer_protocol_members_through_the_proxy(kraft4: tuple[KRaftBroker, int]) -> None:
+def test_consumer_protocol_members_through_the_proxy(kraft_broker) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    broker, proxied_port = kraft4
+    # The session's KRaft broker (tests/lab/conftest.py): the topic and group are this test's own, the proxy too.
+    broker, proxied_port = kraft_broker.broker, kraft_broker.proxy_port
     topic, group = unique("kip848"), unique("g848")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # held: a collected client fails its futures
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)

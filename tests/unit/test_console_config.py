@@ -40,5 +40,5 @@ def test_without_a_file_the_resolver_gives_zookeeper_and_a_fresh_group_is_made()
 
 
 def test_a_bad_value_from_either_side_is_refused_by_its_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="auto.offset.reset"):
+    with pytest.raises(ConfigError, match=r"auto\.offset\.reset"):
         console_config(None, "127.0.0.1:1", lambda z: z or "", overrides={"auto.offset.reset": "sometimes"})

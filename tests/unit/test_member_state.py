@@ -82,6 +82,7 @@ def _writes_of_the_member_state(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.static
 def test_only_the_listener_writes_the_member_state():
     """The connector (or anything else) asks the listener (`mark_registering`, `mark_closed`); within the listener,
     `_state` is set in `__init__` and in `_transition` alone."""

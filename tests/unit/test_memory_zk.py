@@ -618,6 +618,7 @@ def test_the_server_also_counts_the_recipe_reads_that_make_no_callback(
     assert seen_by_server == {"get_data": 3, "exists": 3, "create": 1, "get_children": 2}
 
 
+@pytest.mark.static
 def test_the_public_surface_matches_zkclient() -> None:
     def surface(cls: type) -> dict[str, str]:
         names = [n for n in dir(cls) if not n.startswith("_") or n in ("__enter__", "__exit__")]

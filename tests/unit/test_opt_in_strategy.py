@@ -135,7 +135,12 @@ def test_the_listener_chooses_its_attempt_once_from_its_modes(memory_group, clie
     assert type(listener.attempt) is chosen
     if isinstance(listener.attempt, ModalAttempt):
         assert listener.attempt.modes == modes
-    # the attempt sees the listener only as an AttemptContext (checked statically by mypy; here at run time)
+
+
+@pytest.mark.static
+def test_the_listener_is_an_attempt_context(client) -> None:
+    """The attempt sees the listener only as an AttemptContext (checked statically by mypy; here at run time)."""
+    listener, _, _ = make_listener(client, ModeSettings())
     assert isinstance(listener, AttemptContext)
 
 
@@ -199,6 +204,7 @@ def emitted_kinds(path: Path) -> Counter:
     return found
 
 
+@pytest.mark.static
 def test_the_listener_and_its_attempts_emit_each_event_in_one_place() -> None:
     emitted: Counter = Counter()
     for module in ("listener.py", "attempts.py", "opt_in.py"):
@@ -206,6 +212,7 @@ def test_the_listener_and_its_attempts_emit_each_event_in_one_place() -> None:
     assert {kind: n for kind, n in emitted.items() if n > 1} == {}
 
 
+@pytest.mark.static
 def test_fetchers_stopped_is_emitted_in_one_place_in_the_product() -> None:
     """Whoever stops the fetchers (an attempt, a failed attempt's backoff, a session expiry, the connector's
     shutdown) reports it through the listener's `fetchers_stopped`."""
@@ -215,6 +222,7 @@ def test_fetchers_stopped_is_emitted_in_one_place_in_the_product() -> None:
     assert places == {"rebalance/listener.py": 1}
 
 
+@pytest.mark.static
 def test_release_is_emitted_in_one_place_in_the_product() -> None:
     """Whoever gives partitions up (0.8.2's release of everything, the opt-in modes' release of some) reports each
     through the ownership's one RELEASE."""

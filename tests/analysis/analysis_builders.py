@@ -4,10 +4,14 @@ traces/*.jsonl the way the lab does (docs/traces.md), with times given in second
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from zkconsumer.lab.designs import is_zookeeper_design
 
@@ -346,3 +350,25 @@ def sweep(root: Path) -> list[RunBuilder]:
             b.write()
             runs.append(b)
     return runs
+
+
+def _hashable(value: Any) -> Any:
+    """A Parquet value as a multiset key: lists and structs as tuples, NaN as one key (Spark's SQL takes NaN as
+    equal to NaN, where Python's == does not)."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return value
+
+
+def table_rows(path: Path, drop: Iterable[str] = ()) -> tuple[list[str], Counter]:
+    """A table the job wrote (a Parquet directory), without the columns `drop`: its column names and its rows as
+    a multiset. Two tables' multisets are equal exactly when Spark's exceptAll is empty both ways; read here, the
+    comparison costs no Spark job (two per table, which took seconds each on the suite's busy two cores), and the
+    tables compared are a few dozen rows each."""
+    table = pq.read_table(path)
+    table = table.drop_columns([c for c in drop if c in table.column_names])
+    return table.column_names, Counter(tuple(_hashable(v) for v in row.values()) for row in table.to_pylist())

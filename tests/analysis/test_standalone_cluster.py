@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from analysis_builders import PREDICT_TO
+from analysis_builders import PREDICT_TO, table_rows
 from listening import listening_of
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from zkconsumer.embedded.process import wait_until
 from zkconsumer.lab.analysis.job import AnalysisResult
@@ -28,10 +28,6 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 # A task's own wall time and peak memory (sweep.TASK_MEASURES): measurements of the run, not results of the analysis.
 MEASURED = {"predictions": TASK_MEASURES}
 LOOPBACK_WARNING = "resolves to a loopback address"  # Spark's Utils.findLocalInetAddress, when left to guess
-
-
-def _comparable(df: DataFrame, name: str) -> DataFrame:
-    return df.drop(*MEASURED.get(name, ()))
 
 
 def _events(directory: Path) -> list[dict]:
@@ -112,11 +108,11 @@ def test_the_job_on_a_standalone_cluster_writes_the_local_tables(
     written = {p.name for p in (out / "tables").iterdir()}
     assert written == set(analysed.tables)
     for name in sorted(written):
-        local = _comparable(analysed.read(spark, name), name)
-        remote = _comparable(spark.read.parquet(str(out / "tables" / name)), name)
-        assert remote.columns == local.columns, name
-        assert remote.count() == local.count(), name
-        assert remote.exceptAll(local).isEmpty() and local.exceptAll(remote).isEmpty(), name
+        local_columns, local = table_rows(analysed.tables[name], MEASURED.get(name, ()))
+        remote_columns, remote = table_rows(out / "tables" / name, MEASURED.get(name, ()))
+        assert remote_columns == local_columns, name
+        assert remote.total() == local.total(), name
+        assert remote == local, name
     assert spark.read.parquet(str(out / "tables" / "predictions")).count() > 0  # the sweep ran, as tasks (below)
 
     # The tasks ran in executors on both workers, none in the driver.

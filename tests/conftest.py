@@ -1,5 +1,6 @@
 """Real servers for the suite: one session-scoped ZooKeeper (a fresh chroot per test), an opt-in 3-server
-ensemble, and one session-scoped Apache Kafka broker in ZooKeeper mode at that ZooKeeper's root.
+ensemble, and one session-scoped Apache Kafka broker in ZooKeeper mode at that ZooKeeper's root; apart from them,
+the lab's own embedded servers (`shared_lab_servers`), started once for the lab sessions the tests run.
 
 A Kafka broker has one `zookeeper.connect`, so the tests that use it (`cluster`, `members`) share the root, where
 the broker registers and its controller writes topics; they keep apart by unique topic and group names. Tests
@@ -25,6 +26,7 @@ from zkconsumer.admin import create_topic
 from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
+from zkconsumer.lab.servers import LabServers
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -58,6 +60,7 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
     "kafka": ("slow",),  # the session's Apache Kafka broker
     "ensemble": ("slow", "ensemble"),  # three ZooKeeper servers of the test's own
     "spark": ("slow",),  # the SparkSession, a JVM; tests/analysis/conftest.py's fixtures go through it
+    "shared_lab_servers": ("slow",),  # the lab's embedded servers for the session's LabSession runs
     # tests/lab/conftest.py
     "proxied_kafka": ("slow",),  # a second broker, behind the counting proxy
     "lab_servers": ("slow",),  # the lab's servers and proxies
@@ -74,6 +77,7 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
     "broker": ("slow",),  # tests/interop/test_java_consumer_kip848.py: a KRaft broker
     "runs": ("slow",),  # tests/lab/test_java_lab_member.py: a lab run
     "summaries": ("slow",),  # tests/lab/test_generations_run.py: a lab run
+    "lesson_runs": ("slow",),  # tests/lesson/conftest.py: the lesson scenario's lab runs
     "lesson_run": ("slow",),  # tests/lesson/test_lesson_page.py: a lab run
     "lesson": ("slow",),  # tests/lesson/test_lesson_generations.py: a lab run
     "tmux": ("slow",),  # tests/watch/test_watch_tmux.py: a tmux server
@@ -228,6 +232,26 @@ def kafka(zk_server: ZooKeeperEnsemble, zk_root: ZkProbe, tmp_path_factory: pyte
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_lab_servers(tmp_path_factory: pytest.TempPathFactory, session_lifeline: Lifeline) -> Iterator[LabServers]:
+    """The lab's embedded servers (one ZooKeeper server, the Kafka 3.9 broker, and the KRaft broker once a run of
+    the newer protocols asks for it) for every `LabSession(..., servers=shared_lab_servers)` of the session, in
+    place of a start and stop per session. Runs on them stay apart by their own group and topic names
+    (zkconsumer/lab/run.py); a run whose case needs other broker settings restarts that broker
+    (zkconsumer/lab/servers.py, `configure_broker`). A test about the servers' own start, settings or teardown
+    starts its own."""
+    servers = LabServers.start(tmp_path_factory.mktemp("lab-shared"))
+    try:
+        # LabServers' own lifeline also watches what starts later (the KRaft broker, a restarted broker).
+        nodes = servers.ensemble.nodes if servers.ensemble is not None else []
+        for process in [*(node.process for node in nodes), servers.kafka.process if servers.kafka else None]:
+            if process is not None:
+                session_lifeline.watch(process)
+        yield servers
+    finally:
+        servers.stop()
 
 
 @dataclass

@@ -10,10 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from zkconsumer.cli import main as cli_main
+from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import FAITHFUL, design_label
 from zkconsumer.lab.modes_cli import mode_rows, parse_modes, parse_values
 from zkconsumer.lab.scenario import expand_cases, parse_scenario
+from zkconsumer.lab.servers import LabServers, SinkRouter
 from zkconsumer.lab.session import LabSession
 from zkconsumer.lab.summary import RunSummary, render
 from zkconsumer.lab.trace import RunDirectory, read_traces
@@ -47,10 +49,11 @@ def barrier_creates(run: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_each_mode_runs_in_its_own_directory_with_its_properties(tmp_path):
+def test_each_mode_runs_in_its_own_directory_with_its_properties(tmp_path, shared_lab_servers):
     scenario = parse_scenario(TINY, "inline")
     out = tmp_path / "out"
-    session = LabSession(scenario, expand_cases(scenario), ["zk"], out, modes=[FAITHFUL, "all"])
+    session = LabSession(scenario, expand_cases(scenario), ["zk"], out, modes=[FAITHFUL, "all"],
+                         servers=shared_lab_servers)
     faithful, every = session.run()
     case = expand_cases(scenario)[0].case_id
     assert faithful.path == out / case / "zk" and every.path == out / case / "zk+all"
@@ -89,6 +92,30 @@ def test_the_runs_of_a_case_are_zk_per_mode_and_the_others_once(tmp_path):
                          modes=["incremental", FAITHFUL])
     assert session.runs_of_case() == [("zk", "incremental"), ("zk", FAITHFUL), ("coordinator", FAITHFUL)]
     assert [design_label(d, m) for d, m in session.runs_of_case()] == ["zk+incremental", "zk", "coordinator"]
+
+
+def test_given_servers_that_do_not_fit_are_refused_before_anything_runs(tmp_path):
+    # Servers planned, never started (no Kafka proxy either): each refusal comes before anything would use them.
+    ensemble = ZooKeeperEnsemble.plan(tmp_path / "zk", size=3)
+    three = LabServers(ensemble.connect_string.split(","), "127.0.0.1:1", None, SinkRouter(), ensemble)
+    external = LabServers(["127.0.0.1:1"], "127.0.0.1:1", None, SinkRouter())
+    scenario = parse_scenario(TINY, "inline")  # zk_servers = 1
+    cases, out = expand_cases(scenario), tmp_path / "out"
+    with pytest.raises(InputError, match=r"runs on 1 embedded ZooKeeper server\(s\).* have 3: give servers started "
+                                         r"with zk_servers=1, or none"):
+        LabSession(scenario, cases, ["zk"], out, servers=three)
+    with pytest.raises(InputError, match=r"either running servers \(servers=\) or the servers to start .*not both"):
+        LabSession(scenario, cases, ["zk"], out, servers=external, zookeeper="127.0.0.1:1")
+    with pytest.raises(InputError, match="not both"):
+        LabSession(scenario, cases, ["zk"], out, servers=external, kafka_proxy_port=9092)
+    with pytest.raises(InputError, match=r"--design consumer runs on the embedded Apache Kafka 4 broker.*give "
+                                         r"embedded servers, or none"):
+        LabSession(scenario, cases, ["coordinator", "consumer"], out, servers=external)
+    assert not out.exists()
+    # what fits is taken: the ensemble's size for a scenario of three servers, external servers for the zk design
+    ensemble_scenario = parse_scenario(TINY.replace("seed = 5", "seed = 5\nzk_servers = 3"), "inline")
+    assert LabSession(ensemble_scenario, expand_cases(ensemble_scenario), ["zk"], out, servers=three).servers is three
+    assert LabSession(scenario, cases, ["zk"], out, servers=external).servers is external
 
 
 def test_mode_and_values_options():

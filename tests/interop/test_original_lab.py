@@ -1,6 +1,6 @@
 """The original 0.8.2.2 consumer's cost of one join on the wire (the lab's design "original", rebalance-only members
 in one JVM, `--members threads`): exactly `original_join_requests` without a conflict, exactly the per-event
-accounting with one (docs/join-cost.md). Slow (a sweep of runs on servers of its own): `make interop`."""
+accounting with one (docs/join-cost.md). Slow (a sweep of runs, on the suite's shared lab servers): `make interop`."""
 
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ values = [1, 2, 4, 8]
 """
 
 
-def test_the_wire_count_of_one_original_join_is_its_formula(tmp_path):
+def test_the_wire_count_of_one_original_join_is_its_formula(tmp_path, shared_lab_servers):
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             pytest.skip(f"missing tool: {tool} (a JDK 17: apt-get install openjdk-17-jdk-headless)")
     scenario = parse_scenario(SCENARIO, "inline")
-    summaries = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path).run()
+    summaries = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path, servers=shared_lab_servers).run()
     assert [s.completed for s in summaries] == [True] * 4
     conflict_free = 0
     for summary in summaries:

@@ -46,10 +46,11 @@ action = "join"
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory):
+def summaries(tmp_path_factory, shared_lab_servers):
     scenario = parse_scenario(GENERATIONS)
     out = tmp_path_factory.mktemp("generations")
-    found = LabSession(scenario, expand_cases(scenario), ["coordinator", "cooperative", "consumer"], out).run()
+    found = LabSession(scenario, expand_cases(scenario), ["coordinator", "cooperative", "consumer"], out,
+                       servers=shared_lab_servers).run()
     return {s.design: s for s in found}
 
 

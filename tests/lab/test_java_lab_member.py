@@ -58,14 +58,14 @@ JVM_PID = re.compile(r"JVM pid (\d+) started")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, shared_lab_servers):
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             pytest.skip(f"missing tool: {tool} (a JDK 17: apt-get install openjdk-17-jdk-headless)")
     pytest.importorskip("confluent_kafka")
     scenario = parse_scenario(JOIN, "inline")
     out = tmp_path_factory.mktemp("java-lab")
-    found = LabSession(scenario, expand_cases(scenario), DESIGNS, out).run()
+    found = LabSession(scenario, expand_cases(scenario), DESIGNS, out, servers=shared_lab_servers).run()
     summaries = {s.design: s for s in found}
     for design, summary in summaries.items():
         log.info("%s: time to stable %s s", design, summary.stable_s)

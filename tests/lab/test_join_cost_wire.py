@@ -44,9 +44,9 @@ values = [1, 2, 4, 8]
 
 
 @pytest.mark.slow
-def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path):
+def test_the_wire_count_of_one_join_is_the_formula_and_the_counters(tmp_path, shared_lab_servers):
     scenario = parse_scenario(SCENARIO, "inline")
-    summaries = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path).run()
+    summaries = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path, servers=shared_lab_servers).run()
     assert [s.completed for s in summaries] == [True] * 4
     conflict_free = 0
     for summary in summaries:

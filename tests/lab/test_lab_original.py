@@ -78,10 +78,11 @@ def _require_jdk() -> None:
 
 
 @pytest.mark.slow
-def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path):
+def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path, shared_lab_servers):
     _require_jdk()
     scenario = parse_scenario(SHORT, "inline")
-    [summary] = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path / "out").run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["original"], tmp_path / "out",
+                           servers=shared_lab_servers).run()
     manifest = RunDirectory.load(summary.path)
     assert manifest["completed"] and manifest["design"] == "original"
     assert manifest["versions"]["kafka_original"] == "0.8.2.2"

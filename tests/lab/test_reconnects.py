@@ -374,7 +374,8 @@ class _LossOnce:
 
 
 @pytest.mark.slow
-def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attributed(tmp_path, monkeypatch, spark):
+def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attributed(tmp_path, monkeypatch, spark,
+                                                                                        shared_lab_servers):
     from zkconsumer.lab.join_cost import accounted_requests
     from zkconsumer.lab.scenario import expand_cases, parse_scenario
     from zkconsumer.lab.session import LabSession
@@ -386,7 +387,7 @@ def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attr
     loss = _LossOnce(members=2)
     monkeypatch.setattr(ZkProxy, "emit", loss.wrap(TcpProxy.emit), raising=False)
     scenario = parse_scenario(LOSS_SCENARIO, "inline")
-    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path).run()
+    [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path, servers=shared_lab_servers).run()
     assert summary.completed and loss.cut is not None, loss.__dict__
 
     records = sorted(read_traces(summary.path), key=lambda r: r["ts"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lesson_runs import LessonRuns
 from test_lesson_page import CHROMIUM, ERRORS, _run_browser
 
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, LABELS
@@ -24,8 +25,6 @@ from zkconsumer.lab.lesson.model import REPO_ROOT
 from zkconsumer.lab.lesson.page import VERDICTS
 from zkconsumer.lab.lesson.replay import load_records
 from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API, is_coordination_request
-from zkconsumer.lab.scenario import expand_cases, shipped_scenario
-from zkconsumer.lab.session import LabSession
 
 pytestmark = pytest.mark.slow
 # eager, cooperative, consumer protocol: the generations after ZooKeeper (consumer-java is the consumer protocol
@@ -34,13 +33,12 @@ DESIGNS = [d for d in BROKER_SIDE_DESIGNS if d != "consumer-java"]
 
 
 @pytest.fixture(scope="module")
-def lesson(tmp_path_factory: pytest.TempPathFactory) -> Lesson:
-    """One run of the shipped lesson scenario on the three broker-side designs, shared by every test here."""
-    scenario = shipped_scenario("lesson")
-    out = tmp_path_factory.mktemp("generations-run")
-    summaries = LabSession(scenario, expand_cases(scenario), DESIGNS, out).run()
-    assert [s.completed for s in summaries] == [True] * len(DESIGNS)
-    return build_lesson(out)
+def lesson(lesson_runs: LessonRuns) -> Lesson:
+    """The shipped lesson scenario's runs on the three broker-side designs (tests/lesson/conftest.py: made once
+    per session, the coordinator's shared with test_lesson_page.py), shared by every test here."""
+    summaries = lesson_runs.summaries(DESIGNS)
+    assert [s.completed for s in summaries.values()] == [True] * len(DESIGNS)
+    return build_lesson(lesson_runs.view(DESIGNS))
 
 
 def _window(lesson: Lesson, design: str) -> tuple[list[dict[str, Any]], float, float]:

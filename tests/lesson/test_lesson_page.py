@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lesson_runs import LessonRuns
 
 from zkconsumer.lab.lesson import Lesson, build_lesson, most_interesting, write_lesson
 from zkconsumer.lab.lesson.model import REPO_ROOT, short_thread
 from zkconsumer.lab.lesson.replay import load_records
-from zkconsumer.lab.scenario import expand_cases, shipped_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.scenario import shipped_scenario
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -30,13 +30,12 @@ BROWSER_TIMEOUT_S = 90.0
 
 
 @pytest.fixture(scope="module")
-def lesson_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One run of the shipped lesson scenario on both designs, shared by every test of this module."""
-    scenario = shipped_scenario("lesson")
-    out = tmp_path_factory.mktemp("lesson-run")
-    summaries = LabSession(scenario, expand_cases(scenario), ["zk", "coordinator"], out).run()
-    assert [s.completed for s in summaries] == [True, True]
-    return out
+def lesson_run(lesson_runs: LessonRuns) -> Path:
+    """The shipped lesson scenario's runs on both designs (tests/lesson/conftest.py: made once per session, the
+    coordinator's shared with test_lesson_generations.py), shared by every test of this module."""
+    summaries = lesson_runs.summaries(["zk", "coordinator"])
+    assert [s.completed for s in summaries.values()] == [True, True]
+    return lesson_runs.view(["zk", "coordinator"])
 
 
 @pytest.fixture(scope="module")
@@ -234,18 +233,12 @@ def test_the_page_replays_every_step_in_chromium(lesson: Lesson, tmp_path: Path)
 # --- the original design as a third column ----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def three_designs(lesson_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Lesson:
-    """The lesson run with a third design: the shipped lesson scenario run again on the original Kafka 0.8.2.2
-    consumer (real JVM members), its run directory put beside the other two."""
-    scenario = shipped_scenario("lesson")
-    original_out = tmp_path_factory.mktemp("lesson-original")
-    summaries = LabSession(scenario, expand_cases(scenario), ["original"], original_out).run()
-    assert [s.completed for s in summaries] == [True]
-    out = tmp_path_factory.mktemp("three") / "run"
-    shutil.copytree(lesson_run, out)
-    zk_run = next(out.glob("**/zk/manifest.json")).parent
-    shutil.copytree(next(original_out.glob("**/original/manifest.json")).parent, zk_run.parent / "original")
-    return build_lesson(out)
+def three_designs(lesson_runs: LessonRuns) -> Lesson:
+    """The lesson run with a third design: the shipped lesson scenario run on the original Kafka 0.8.2.2 consumer
+    too (real JVM members), its run directory put beside the other two."""
+    summaries = lesson_runs.summaries(["original"])
+    assert [s.completed for s in summaries.values()] == [True]
+    return build_lesson(lesson_runs.view(["zk", "original", "coordinator"]))
 
 
 def wire_owners_at(records: list[dict[str, Any]], ts: float) -> dict[str, str]:

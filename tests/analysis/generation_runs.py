@@ -3,9 +3,10 @@ generations (test_generations.py: the tables and the verdict; test_generation_pr
 predictions): the same runs answer both, so they are made once per session.
 
 The eager classic protocol (kafka-python), cooperative-sticky (KIP-429, librdkafka) and the consumer group protocol
-(KIP-848, librdkafka on a KRaft broker); each run's servers are started and stopped by its lab session. A run the
-lab flags as disturbed (on a loaded machine a member can miss its session and force another round) is made once
-more; the tests' protocol claims then fail on a run disturbed twice rather than pass unchecked.
+(KIP-848, librdkafka on a KRaft broker); on the given lab servers (the suite's `shared_lab_servers`), or without
+them on servers each lab session starts and stops. A run the lab flags as disturbed (on a loaded machine a member
+can miss its session and force another round) is made once more; the tests' protocol claims then fail on a run
+disturbed twice rather than pass unchecked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
 from zkconsumer.lab.scenario import find_scenario
+from zkconsumer.lab.servers import LabServers
 from zkconsumer.lab.session import LabSession, select_cases
 from zkconsumer.lab.summary import RunSummary
 
@@ -36,13 +38,15 @@ def undisturbed(summary: RunSummary) -> bool:
     return summary.completed and summary.counting_gaps is None and summary.identities_hold is True
 
 
-def make_generation_runs(spark: SparkSession, out: Path) -> GenerationRuns:
+def make_generation_runs(spark: SparkSession, out: Path, servers: LabServers | None = None) -> GenerationRuns:
     scenario = find_scenario("herd")
     chosen: dict[str, RunSummary] = {}
     for attempt in range(2):
         todo = [d for d in GENERATIONS if d not in chosen or not undisturbed(chosen[d])]
         if not todo:
             break
-        for summary in LabSession(scenario, select_cases(scenario, str(N), 1), todo, out / f"runs-{attempt}").run():
+        session = LabSession(scenario, select_cases(scenario, str(N), 1), todo, out / f"runs-{attempt}",
+                             servers=servers)
+        for summary in session.run():
             chosen[summary.design] = summary
     return GenerationRuns(chosen, analyze([s.path for s in chosen.values()], out / "report", spark, predict_to=N))

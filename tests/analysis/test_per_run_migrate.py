@@ -74,7 +74,8 @@ def reference(spark: SparkSession, fixed_ref: FixedReference, tmp_path_factory: 
     build_migrate(hand)
     build_plain(hand)  # a run with a membership change that is not a migrate step
     build_edges(hand)
-    ref = joined(fixed_ref, runs_reference(spark, [hand]))
+    # the migrate tables need the records only, not the oracle's time frame of the runs built here
+    ref = joined(fixed_ref, runs_reference(spark, [hand], time_frame=False))
     held = hold(spark, spark_migrate.migrate_tables(ref.records))
     [fixed_run] = [r for r in ref.run_tables if r.startswith("migrate-") and r != HAND_RUN]
     return Reference(ref, {name: held[name].rows() for name in spark_migrate.MIGRATE_TABLES}, fixed_run)

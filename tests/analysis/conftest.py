@@ -17,6 +17,7 @@ from per_run_reference import FixedReference, fixed_reference, runs_reference
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
+from zkconsumer.lab.servers import LabServers
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,9 +55,10 @@ def analysed(spark: SparkSession, hand_runs: HandRuns, tmp_path_factory: pytest.
 
 
 @pytest.fixture(scope="session")
-def generation_runs(spark, tmp_path_factory: pytest.TempPathFactory) -> GenerationRuns:
-    """The broker-side generations' real herd runs at N = 2 and their analysis (generation_runs.py), made once."""
-    return make_generation_runs(spark, tmp_path_factory.mktemp("generations"))
+def generation_runs(spark, shared_lab_servers: LabServers, tmp_path_factory: pytest.TempPathFactory) -> GenerationRuns:
+    """The broker-side generations' real herd runs at N = 2 and their analysis (generation_runs.py), made once, on
+    the suite's lab servers (tests/conftest.py) rather than on servers of their own."""
+    return make_generation_runs(spark, tmp_path_factory.mktemp("generations"), servers=shared_lab_servers)
 
 
 @pytest.fixture(scope="session")

@@ -72,8 +72,7 @@ EXPENSIVE_FIXTURES: dict[str, tuple[str, ...]] = {
     "localhost_only_server": ("slow",),  # tests/test_zk_tls.py: a TLS ZooKeeper server
     "need_server": ("slow",),  # tests/test_zk_tls.py: a TLS ZooKeeper server
     "kraft": ("slow",),  # tests/test_kraft.py: a KRaft broker
-    "kraft4": ("slow",),  # tests/lab/test_wire_kip848.py: a KRaft broker
-    "kraft_broker": ("slow",),  # tests/lab/test_librdkafka_driver.py: a KRaft broker
+    "kraft_broker": ("slow",),  # tests/lab/conftest.py: the session's KRaft broker (the KIP-848 lab modules')
     "broker": ("slow",),  # tests/interop/test_java_consumer_kip848.py: a KRaft broker
     "runs": ("slow",),  # tests/lab/test_java_lab_member.py: a lab run
     "summaries": ("slow",),  # tests/lab/test_generations_run.py: a lab run

@@ -1,6 +1,6 @@
 """One join into a settled group, per configuration, over the in-memory ZooKeeper (no server, no fetchers): the
 ZooKeeper requests the group spends on the join and the partitions whose owner changed, beside the original 0.8.2.2
-consumer's closed form for the same join (`zkconsumer.lab.join_cost.original_join_requests`, checked against real
+consumer's closed form for the same join (`zkconsumer.lab.rules.join_cost.original_join_requests`, checked against real
 original runs in tests/lab). Members are rebalance-only (`NoFetchers`), as `lab run --members threads`.
 
     .venv/bin/python benchmarks/bench_sticky_join.py [--members 16] [--partitions 72] [--repeats 3]
@@ -25,7 +25,7 @@ from rebalance.assignors import get_assignor  # noqa: E402
 from rebalance.convergence import check_convergence  # noqa: E402
 from zkconsumer.config import ConsumerConfig  # noqa: E402
 from zkconsumer.connector import ZookeeperConsumerConnector  # noqa: E402
-from zkconsumer.lab.join_cost import original_join_requests  # noqa: E402
+from zkconsumer.lab.rules.join_cost import original_join_requests  # noqa: E402
 from zkconsumer.members import NoFetchers  # noqa: E402
 from zkconsumer.zookeeper import codecs, layout  # noqa: E402
 from zkconsumer.zookeeper.group import read_group_snapshot  # noqa: E402

@@ -80,7 +80,7 @@ def worker(spec: dict) -> None:
     """Connect, say so, wait for `go`, read for `seconds`, print {"reads", "cpu_s"}."""
     from kazoo.handlers.threading import SequentialThreadingHandler
 
-    from zkconsumer.lab.zk_member import _select
+    from zkconsumer.lab.members.zk import _select
     from zkconsumer.zookeeper.client import ZkClient
     from zkconsumer.zookeeper.group import ZkGroupStore
 

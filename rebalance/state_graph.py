@@ -1,7 +1,7 @@
 """A state machine's one rule: a move is allowed only along an edge of its graph.
 
 Both state machines of the project keep their graph as data, a mapping from each state to the states it may go to:
-a member's (`rebalance/events.py`, `MemberState`) and a lab run's (`zkconsumer/lab/run_state.py`, `RunState`). A
+a member's (`rebalance/events.py`, `MemberState`) and a lab run's (`zkconsumer/lab/runs/state.py`, `RunState`). A
 move the graph lacks is a bug in the code that asked for it, and the error names the subject, both states and what
 was allowed instead.
 """

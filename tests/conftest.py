@@ -26,7 +26,7 @@ from zkconsumer.admin import create_topic
 from zkconsumer.embedded.kafka import KafkaBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
-from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.runs.servers import LabServers
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -238,8 +238,8 @@ def shared_lab_servers(tmp_path_factory: pytest.TempPathFactory, session_lifelin
     """The lab's embedded servers (one ZooKeeper server, the Kafka 3.9 broker, and the KRaft broker once a run of
     the newer protocols asks for it) for every `LabSession(..., servers=shared_lab_servers)` of the session, in
     place of a start and stop per session. Runs on them stay apart by their own group and topic names
-    (zkconsumer/lab/run.py); a run whose case needs other broker settings restarts that broker
-    (zkconsumer/lab/servers.py, `configure_broker`). A test about the servers' own start, settings or teardown
+    (zkconsumer/lab/runs/case_run.py); a run whose case needs other broker settings restarts that broker
+    (zkconsumer/lab/runs/servers.py, `configure_broker`). A test about the servers' own start, settings or teardown
     starts its own."""
     servers = LabServers.start(tmp_path_factory.mktemp("lab-shared"))
     try:

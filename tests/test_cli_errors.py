@@ -112,8 +112,8 @@ def test_misspelt_property_warns_with_the_likely_key(caplog):
 
 @pytest.mark.slow
 def test_lab_run_into_taken_results_refuses_before_any_server_starts(tmp_path: Path):
-    from zkconsumer.lab.scenario import find_scenario
-    from zkconsumer.lab.session import select_cases
+    from zkconsumer.lab.runs.session import select_cases
+    from zkconsumer.lab.scenarios.loading import find_scenario
 
     [case] = select_cases(find_scenario("lesson"), None, None)
     (tmp_path / case.case_id / "zk").mkdir(parents=True)

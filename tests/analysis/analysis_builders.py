@@ -127,7 +127,7 @@ class RunBuilder:
             "schema_version": 1, "scenario": self.scenario, "case": self.case, "design": self.design, "seed": 1,
             "repeat": 0, "sweep": self.sweep, "process_mode": self.process_mode, "run_id": self.run_id,
             "completed": True, "status": "completed", "started": T0, "ended": T0 + 60, "error": None,
-            "servers": {"zookeeper": {"embedded": True, "version": "3.9.5"},  # as zkconsumer/lab/server_info.py
+            "servers": {"zookeeper": {"embedded": True, "version": "3.9.5"},  # as zkconsumer/lab/runs/server_info.py
                         "broker": {"embedded": True, "kind": "Apache Kafka", "version": "3.9.2"}},
             "scenario_definition": {"name": self.scenario, **timeout, "group": {
                 "members": self.members, "process_mode": self.process_mode,

@@ -17,7 +17,7 @@ from per_run_reference import FixedReference, fixed_reference, runs_reference
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
-from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.runs.servers import LabServers
 
 
 @pytest.fixture(scope="module", autouse=True)

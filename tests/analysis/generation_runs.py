@@ -17,10 +17,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from zkconsumer.lab.analysis.job import AnalysisResult, analyze
-from zkconsumer.lab.scenario import find_scenario
-from zkconsumer.lab.servers import LabServers
-from zkconsumer.lab.session import LabSession, select_cases
-from zkconsumer.lab.summary import RunSummary
+from zkconsumer.lab.runs.servers import LabServers
+from zkconsumer.lab.runs.session import LabSession, select_cases
+from zkconsumer.lab.runs.summary import RunSummary
+from zkconsumer.lab.scenarios.loading import find_scenario
 
 GENERATIONS = ("coordinator", "cooperative", "consumer")
 N = 2

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from zkconsumer.lab.analysis.job import AnalysisResult
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.runs.summary import summarize
 
 pytestmark = pytest.mark.slow
 

@@ -31,9 +31,9 @@ from zkconsumer.lab.analysis.predictions import (
     compare,
     coordinator_settings,
 )
-from zkconsumer.lab.scenario import find_scenario
+from zkconsumer.lab.runs.summary import RunSummary
+from zkconsumer.lab.scenarios.loading import find_scenario
 from zkconsumer.lab.sim.sweep import SweepPoint, predict
-from zkconsumer.lab.summary import RunSummary
 
 pytestmark = pytest.mark.slow
 

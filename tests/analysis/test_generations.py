@@ -4,8 +4,9 @@ KRaft broker), one member joining a group of two (the herd scenario at N = 2, do
 
 What separates them is what a join costs the partitions (docs/analysis.md): the incremental protocols move only
 the joiner's share and revoke nothing they give back; the eager one revokes everything and hands most of it back.
-The Spark tables must say so, agree with the lab's one-screen summary (zkconsumer/lab/summary.py, handover.py) on
-the same runs, put it in the verdict, and check each design's protocol identities (zkconsumer/lab/identities.py).
+The Spark tables must say so, agree with the lab's one-screen summary (zkconsumer/lab/runs/summary.py,
+rules/handover.py) on
+the same runs, put it in the verdict, and check each design's protocol identities (zkconsumer/lab/rules/identities.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from zkconsumer.lab.analysis.herd_view import COORDINATION_LABEL, HERD_METRICS, 
 from zkconsumer.lab.analysis.job import AnalysisResult
 from zkconsumer.lab.analysis.verdict import verdict
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, DESIGNS, LABELS
-from zkconsumer.lab.summary import RunSummary
+from zkconsumer.lab.runs.summary import RunSummary
 
 INCREMENTAL = ("cooperative", "consumer")
 

@@ -30,7 +30,7 @@ def near(value: float | None):
 
 @dataclass
 class ModeRun(RunBuilder):
-    """A hand-built run in a mode: its directory and manifest as lab/run.py writes them (zk+MODE, `mode`)."""
+    """A hand-built run in a mode: its directory and manifest as lab/runs/case_run.py writes them (zk+MODE, `mode`)."""
 
     mode: str = FAITHFUL
 

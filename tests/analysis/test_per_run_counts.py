@@ -16,10 +16,10 @@ from pyspark.sql import types as T
 from spark_oracle import herd, notice_split
 from spark_oracle.metrics import control_records, wire_gap_counts
 
-from zkconsumer.lab import protocol_rules
 from zkconsumer.lab.analysis.per_run import counts
 from zkconsumer.lab.analysis.schemas import RECORD_FIELDS, TRACE_SCHEMA
 from zkconsumer.lab.analysis.windows import BOUNDS_SCHEMA, CHANGES_SCHEMA, WINDOWS_SCHEMA
+from zkconsumer.lab.rules import protocol as protocol_rules
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The lab's counting rules (zkconsumer/lab/protocol_rules.py) answer the same in Python (summary, ZooKeeper driver,
+"""The lab's counting rules (zkconsumer/lab/rules/protocol.py) answer the same in Python (summary, ZooKeeper driver,
 simulation) and as Spark columns (the herd tables), on every value the traces carry, a missing one included."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from rebalance.listener_types import AttemptResult
 from zkconsumer.lab.lesson.coord_steps import GROUP_APIS
-from zkconsumer.lab.protocol_rules import (
+from zkconsumer.lab.rules.protocol import (
     backs_off,
     backs_off_column,
     conflict_column,

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fixed_set import ARCHIVE
 
-from zkconsumer.lab.noticing import REJOIN_API, notice_member
-from zkconsumer.lab.protocol_rules import NOTIFICATION, REQUEST, wire_category, wire_category_column
+from zkconsumer.lab.rules.noticing import REJOIN_API, notice_member
+from zkconsumer.lab.rules.protocol import NOTIFICATION, REQUEST, wire_category, wire_category_column
 
 
 def _before(r: dict[str, Any]) -> str | None:

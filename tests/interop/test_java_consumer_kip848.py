@@ -32,8 +32,8 @@ from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import free_port
 from zkconsumer.interop import java_consumer
 from zkconsumer.interop.java_consumer import JavaConsumerMember
-from zkconsumer.lab.kraft_topics import create_topic
-from zkconsumer.lab.server_info import wait_group_coordinator
+from zkconsumer.lab.runs.kraft_topics import create_topic
+from zkconsumer.lab.runs.server_info import wait_group_coordinator
 from zkconsumer.lab.wire import KafkaProxy, KafkaRecord, RecordCollector
 
 pytestmark = pytest.mark.interop

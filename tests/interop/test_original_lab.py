@@ -9,15 +9,15 @@ import shutil
 import pytest
 from helpers import beyond_the_textbook, conflicted
 
-from zkconsumer.lab.join_cost import (
+from zkconsumer.lab.rules.join_cost import (
     ORIGINAL_PER_NOTIFICATION,
     join_notifications,
     original_accounted_requests,
     original_attempt_cost,
     original_join_requests,
 )
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import read_traces
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

@@ -2,7 +2,7 @@
 tests: one broker for the session, a fresh proxy per test. Likewise one KRaft Apache Kafka 4 broker for the session
 (`kraft_broker`), for the tests of the modern group protocols.
 
-The broker is configured as the lab configures its own (zkconsumer/lab/servers.py): a `MEMBERS` listener
+The broker is configured as the lab configures its own (zkconsumer/lab/runs/servers.py): a `MEMBERS` listener
 advertised at a fixed proxy port, and a `DIRECT` one for traffic that is no member's. Each test gets a new
 proxy on that port (fresh records and counters; the broker keeps advertising it), forwarding to `MEMBERS`.
 The broker runs in a ZooKeeper chroot of its own, so it never joins the suite's other broker in a cluster.
@@ -24,8 +24,8 @@ from zkconsumer.embedded.kraft import KRaftBroker
 from zkconsumer.embedded.lifeline import Lifeline
 from zkconsumer.embedded.process import free_port
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
-from zkconsumer.lab.server_info import wait_group_coordinator
-from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.runs.server_info import wait_group_coordinator
+from zkconsumer.lab.runs.servers import LabServers
 from zkconsumer.lab.wire import KafkaProxy, RecordCollector
 from zkconsumer.zookeeper import layout
 

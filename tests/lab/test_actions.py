@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from zkconsumer.lab import zk_driver
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.servers import LabServers
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.drivers import zk as zk_driver
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.servers import LabServers
+from zkconsumer.lab.runs.summary import summarize
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 pytestmark = pytest.mark.slow
@@ -333,7 +333,7 @@ action = "kill_zk_leader"
 
 @pytest.mark.ensemble
 def test_a_killed_zookeeper_leader_disconnects_the_members_and_they_recover(tmp_path) -> None:
-    from zkconsumer.lab.session import LabSession
+    from zkconsumer.lab.runs.session import LabSession
 
     scenario = parse_scenario(ZK_LEADER, "inline")
     [summary] = LabSession(scenario, expand_cases(scenario), ["zk"], tmp_path / "out").run()

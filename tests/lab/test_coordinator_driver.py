@@ -13,10 +13,10 @@ import pytest
 from helpers import unique, wait_for
 from kafka import KafkaProducer
 
-from zkconsumer.lab.coordinator import CoordinatorDriver, MemberView
-from zkconsumer.lab.coordinator_member import CoordinatorMemberSettings, _Batches
-from zkconsumer.lab.driver import LabEnvironment, TraceTail
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
+from zkconsumer.lab.drivers.coordinator import CoordinatorDriver, MemberView
+from zkconsumer.lab.drivers.interface import LabEnvironment, TraceTail
+from zkconsumer.lab.members.coordinator import CoordinatorMemberSettings, _Batches
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.lab.wire import KafkaProxy
 

@@ -13,10 +13,11 @@ from kazoo.client import KazooClient, KazooState
 from pyspark.sql import functions as F
 
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
-from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
 from zkconsumer.lab.analysis.report import counting_gaps_flag
-from zkconsumer.lab.summary import render, summarize
+from zkconsumer.lab.rules import gaps
+from zkconsumer.lab.runs.summary import summarize
+from zkconsumer.lab.terminal import summary_table
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire import BLACKHOLE, ZkProxy
 
@@ -87,7 +88,7 @@ def test_undecodable_streams_and_requests_into_a_blackhole_flag_the_run(zk_serve
     reason = f"1 undecodable stream, {dropped} request{'' if dropped == 1 else 's'} into a blackhole"
     assert summary.completed and summary.counting_gaps == reason
     assert summarize(clean.path).counting_gaps is None
-    table = render([summary, summarize(clean.path)])  # the done column says why
+    table = summary_table([summary, summarize(clean.path)])  # the done column says why
     assert list(table.columns[-1].cells) == [f"gaps: {reason}", "yes"]
 
     # The Spark side, on the same files: the job's reader, then the runs table's gap columns (the Spark oracle's).

@@ -2,9 +2,9 @@
 in ZooKeeper mode, cooperative-sticky (KIP-429) and the consumer protocol (KIP-848) on the embedded Kafka 4 KRaft
 broker the lab starts for them. One join into a settled group of 3, each design on the same schedule:
 
-- every run completes and its protocol identities hold (zkconsumer/lab/identities.py), counted from the wire;
+- every run completes and its protocol identities hold (zkconsumer/lab/rules/identities.py), counted from the wire;
 - the eager protocol revokes every incumbent's partitions and hands most of them back; the two newer ones move
-  only what balance needs and revoke nothing that comes back (zkconsumer/lab/handover.py);
+  only what balance needs and revoke nothing that comes back (zkconsumer/lab/rules/handover.py);
 - the consumer protocol sends no JoinGroup at all, and its incumbents hear of the join in a heartbeat's answer;
 - each run's manifest says which broker it ran on, and the KRaft broker's group settings as the broker reports
   them: the scenario's one heartbeat for every design.
@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from zkconsumer.cli import main as cli_main
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 PARTITIONS = 12

@@ -1,10 +1,10 @@
-"""What a window of changes cost the partitions (zkconsumer/lab/handover.py), on hand-built record sequences with
+"""What a window of changes cost the partitions (zkconsumer/lab/rules/handover.py), on hand-built record sequences with
 known answers: an eager join (every incumbent revokes everything and gets most of it back), a cooperative join
 (only what moves is revoked), the ZooKeeper design's fetcher events, a kill, and the original's owner snapshots."""
 
 from __future__ import annotations
 
-from zkconsumer.lab.handover import Handover
+from zkconsumer.lab.rules.handover import Handover
 
 P = [f"t/{i}" for i in range(6)]
 

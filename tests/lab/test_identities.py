@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zkconsumer.lab import identities
+from zkconsumer.lab.rules import identities
 
 
 def _counts(n: int) -> dict[str, int]:

@@ -1,9 +1,9 @@
-"""The consumer-java design (zkconsumer/lab/java_member.py): Kafka's own Java consumer with `group.protocol =
+"""The consumer-java design (zkconsumer/lab/members/java.py): Kafka's own Java consumer with `group.protocol =
 consumer` as lab members, against the embedded Kafka 4 KRaft broker, beside the consumer design's librdkafka
 members on the same schedule: one join into a settled group of 3, members as processes.
 
-- both runs complete and the consumer protocol's identities hold on each (zkconsumer/lab/identities.py);
-- both clients move only what balance needs and revoke nothing that comes back (zkconsumer/lab/handover.py);
+- both runs complete and the consumer protocol's identities hold on each (zkconsumer/lab/rules/identities.py);
+- both clients move only what balance needs and revoke nothing that comes back (zkconsumer/lab/rules/handover.py);
 - the Java members' generation records carry their member epochs (`member_epoch`), which librdkafka's cannot, and
   leave `generation` null as librdkafka's do: a member epoch is not the group's generation;
 - no JVM outlives the run: each member's wrapper logs its JVM's pid, and none of them is running afterwards.
@@ -23,8 +23,8 @@ from test_lab_run import our_processes
 
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import missing_client, select_designs
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import read_traces
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 from helpers import beyond_the_textbook, conflicted
 
-from zkconsumer.lab.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.rules.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import read_traces
 
 PARTITIONS = 16

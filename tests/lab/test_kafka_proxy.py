@@ -13,7 +13,7 @@ from helpers import unique, wait_for
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from zkconsumer.lab.server_info import read_exactly
+from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from test_lab_run import SHORT, our_processes
 
 pytestmark = pytest.mark.slow
 
-MEMBER_MODULES = {"zk": "zkconsumer.lab.zk_member", "coordinator": "zkconsumer.lab.coordinator_member"}
+MEMBER_MODULES = {"zk": "zkconsumer.lab.members.zk", "coordinator": "zkconsumer.lab.members.coordinator"}
 
 
 @pytest.mark.parametrize("design", ["zk", "coordinator"])

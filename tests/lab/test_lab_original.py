@@ -1,4 +1,4 @@
-"""The lab's design "original" (Kafka 0.8.2.2's own connector, zkconsumer/lab/original_driver.py) end to end on the
+"""The lab's design "original" (Kafka 0.8.2.2's own connector, zkconsumer/lab/drivers/original.py) end to end on the
 real servers: a short run with a leave, a forced expiry, a kill and a join, each member's ZooKeeper traffic on its
 own proxy link and none of the driver's, the group settled on what the strategy prescribes, the join's wire count
 equal to the original's formula, and no JVM left behind."""
@@ -21,14 +21,14 @@ from zkconsumer.cli import main as cli_main
 from zkconsumer.errors import InputError
 from zkconsumer.lab.cli import select_designs
 from zkconsumer.lab.designs import missing_client
-from zkconsumer.lab.join_cost import (
+from zkconsumer.lab.rules.join_cost import (
     ORIGINAL_PER_NOTIFICATION,
     original_accounted_requests,
     original_attempt_cost,
     original_join_requests,
 )
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 MISSING = "missing tool: "
@@ -188,7 +188,7 @@ def test_a_member_jvm_ends_when_the_lab_is_killed(tmp_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from zkconsumer.lab.original_driver import _Jvm\n"
+        "from zkconsumer.lab.drivers.original import _Jvm\n"
         f"jvm = _Jvm('host0', Path({str(tmp_path)!r}), Path({str(tmp_path / 'host0.log')!r}), '-Xmx64m')\n"
         "print(jvm.proc.pid, flush=True)\n"
         "time.sleep(600)\n"

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 from helpers import wait_for
 
 from zkconsumer.cli import main as cli_main
-from zkconsumer.lab import zk_driver
-from zkconsumer.lab.run import CaseRun, LabRunError
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.servers import LabServers
-from zkconsumer.lab.summary import RunSummary, summarize
+from zkconsumer.lab.drivers import zk as zk_driver
+from zkconsumer.lab.runs.case_run import CaseRun, LabRunError
+from zkconsumer.lab.runs.servers import LabServers
+from zkconsumer.lab.runs.summary import RunSummary, summarize
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 pytestmark = pytest.mark.slow

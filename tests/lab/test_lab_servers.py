@@ -12,9 +12,9 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import four_letter_word
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.servers import LabServers, broker_settings
-from zkconsumer.lab.session import LabSession
+from zkconsumer.lab.runs.servers import LabServers, broker_settings
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire.tcp import host_port
 

@@ -20,10 +20,10 @@ from helpers import unique, wait_for
 from kafka import KafkaProducer
 
 from zkconsumer.event_log import read_json_lines
-from zkconsumer.lab.coordinator import CoordinatorDriver, MemberKind, MemberView
-from zkconsumer.lab.driver import LabEnvironment, TraceTail
-from zkconsumer.lab.librdkafka_member import LibrdkafkaMember, LibrdkafkaMemberSettings
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
+from zkconsumer.lab.drivers.coordinator import CoordinatorDriver, MemberKind, MemberView
+from zkconsumer.lab.drivers.interface import LabEnvironment, TraceTail
+from zkconsumer.lab.members.librdkafka import LibrdkafkaMember, LibrdkafkaMemberSettings
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire import KafkaProxy, RecordCollector
 
@@ -219,7 +219,7 @@ def test_the_driver_names_its_design_by_member_kind() -> None:
     assert CoordinatorDriver("threads").design == "coordinator"
     assert CoordinatorDriver("threads", MemberKind.COOPERATIVE).design == "cooperative"
     assert MemberKind.for_design("eager") is MemberKind.EAGER
-    assert MemberKind.for_design("consumer").module == "zkconsumer.lab.librdkafka_member"
+    assert MemberKind.for_design("consumer").module == "zkconsumer.lab.members.librdkafka"
     with pytest.raises(ValueError, match="one of coordinator, cooperative, consumer"):
         MemberKind.for_design("zk")
     with pytest.raises(TypeError, match="MemberKind"):

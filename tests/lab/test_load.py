@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zkconsumer.event_log import read_json_lines
-from zkconsumer.lab.load import LoadProducer
+from zkconsumer.lab.runs.load import LoadProducer
 from zkconsumer.lab.trace import TraceWriter
 
 pytestmark = pytest.mark.slow

@@ -15,11 +15,11 @@ import pytest
 from helpers import wait_for
 
 from zkconsumer.embedded.process import free_port
-from zkconsumer.lab.coordinator import CoordinatorDriver
-from zkconsumer.lab.run import CaseRun, LabRunError
-from zkconsumer.lab.run_stability import describe_failures
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.drivers.coordinator import CoordinatorDriver
+from zkconsumer.lab.runs.case_run import CaseRun, LabRunError
+from zkconsumer.lab.runs.stability import describe_failures
+from zkconsumer.lab.runs.summary import summarize
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 
 # m1 joins into a settled group of one and never reaches a broker; m0 alone owns every partition all along, so the

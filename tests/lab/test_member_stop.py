@@ -36,10 +36,10 @@ from pathlib import Path
 import pytest
 from helpers import unique, wait_for
 
-from zkconsumer.lab.coordinator import CoordinatorDriver
-from zkconsumer.lab.coordinator_member import CoordinatorMember, CoordinatorMemberSettings
-from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
+from zkconsumer.lab.drivers.coordinator import CoordinatorDriver
+from zkconsumer.lab.drivers.interface import LabEnvironment
+from zkconsumer.lab.members.coordinator import CoordinatorMember, CoordinatorMemberSettings
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.lab.wire import KafkaProxy
 
@@ -244,7 +244,7 @@ def test_members_stopped_at_random_moments_of_their_poll_close_and_leave(tmp_pat
 
 CHILD = """
 import os, signal, sys
-from zkconsumer.lab.member_process import StopRequest
+from zkconsumer.lab.members.process import StopRequest
 
 def step():
     return 1

@@ -1,5 +1,5 @@
 """The `migrate` churn action on the real servers: a ZooKeeper-design group under load is rolled, member by member, to
-coordinator-design members of the same group id (zkconsumer/lab/migrate.py), and the Spark audit of that one run
+coordinator-design members of the same group id (zkconsumer/lab/runs/migrate.py), and the Spark audit of that one run
 (zkconsumer/lab/analysis/migrate_tables.py's tables in their Spark form, tests/analysis/spark_oracle/) finds every
 produced message consumed, counts the duplicates the two halves make, and measures how long the group consumed nothing
 around each step.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from zkconsumer.lab.analysis.readers import load_runs, read_traces
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import ScenarioError, expand_cases, parse_scenario
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.scenarios.loading import ScenarioError, expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.trace import read_traces as read_trace_lines
 

@@ -13,11 +13,13 @@ from zkconsumer.cli import main as cli_main
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import FAITHFUL, design_label
-from zkconsumer.lab.modes_cli import mode_rows, parse_modes, parse_values
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
-from zkconsumer.lab.servers import LabServers, SinkRouter
-from zkconsumer.lab.session import LabSession
-from zkconsumer.lab.summary import RunSummary, render
+from zkconsumer.lab.modes_cli import parse_modes, parse_values
+from zkconsumer.lab.runs.mode_comparison import mode_rows
+from zkconsumer.lab.runs.servers import LabServers, SinkRouter
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.runs.summary import RunSummary
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
+from zkconsumer.lab.terminal import summary_table
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.modes import MODES, mode_properties
 from zkconsumer.zookeeper import layout
@@ -66,7 +68,7 @@ def test_each_mode_runs_in_its_own_directory_with_its_properties(tmp_path, share
     # the members of the "all" run had the barrier on: they acknowledged views under its znodes; the faithful
     # members never wrote there
     assert barrier_creates(every.path) and not barrier_creates(faithful.path)
-    rows = list(render([faithful, every]).columns[1].cells)
+    rows = list(summary_table([faithful, every]).columns[1].cells)
     assert rows == ["zk", "zk+all"]
     # a second session of the same modes into the same --out is refused before any server starts
     with pytest.raises(InputError, match="already holds results"):

@@ -1,4 +1,4 @@
-"""Time to stable split into noticing and rebalancing (zkconsumer/lab/noticing.py), by the lab's summary, on
+"""Time to stable split into noticing and rebalancing (zkconsumer/lab/rules/noticing.py), by the lab's summary, on
 hand-made trace records: which records count as an incumbent hearing of a change, and which do not."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zkconsumer.lab.noticing import notice_member, split
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.rules.noticing import notice_member, split
+from zkconsumer.lab.runs.summary import summarize
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "analysis"))  # tests/ has no packages: the Spark oracle
 
@@ -94,7 +94,7 @@ def test_zookeeper_noticing_is_the_last_incumbents_first_watch_notification_per_
 
 
 def test_change_numbers_follow_the_orchestrators_count_of_members(tmp_path):
-    # A kill of two members counts two (run.py): the join after it is change 3, and its stable record says so.
+    # A kill of two members counts two (runs/case_run.py): the join after it is change 3, and its stable record says so.
     run = write_run(tmp_path / "zk", "zk", [
         phase(0.0, "settled"),
         change(1.0, "kill", "m1", "m2"),
@@ -127,7 +127,7 @@ def test_only_wire_records_of_a_notice_count():
 @pytest.mark.slow
 def test_spark_splits_each_change_as_the_summary_does(tmp_path, spark):
     """The Spark oracle's noticing_s and rebalancing_s (tests/analysis/spark_oracle/notice_split.py) on the same
-    hand-made records as the summary: the two readings of zkconsumer/lab/noticing.py must agree, change by change
+    hand-made records as the summary: the two readings of zkconsumer/lab/rules/noticing.py must agree, change by change
     and per run."""
     from spark_oracle.notice_split import split_per_change, split_per_run
 

@@ -1,14 +1,15 @@
 """Connection losses and the requests they re-send, attributed from hand-built trace records (no server): the wire's
 reconnections, the members' loss events, the `resent` events and the watches kazoo re-arms, and the join's request
-identity that reads "formula + re-sent after N connection losses" (zkconsumer/lab/reconnects.py, identities.zk_join)."""
+identity that reads "formula + re-sent after N connection losses" (zkconsumer/lab/rules/reconnects.py,
+identities.zk_join)."""
 
 from __future__ import annotations
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, NoNodeError
 
-from zkconsumer.lab import identities, reconnects
-from zkconsumer.lab.join_cost import join_requests
+from zkconsumer.lab.rules import identities, reconnects
+from zkconsumer.lab.rules.join_cost import join_requests
 from zkconsumer.zookeeper.client import ZkClient
 
 SESSION = 0x1000_0000_0000_00AB
@@ -160,13 +161,14 @@ def test_a_re_sent_create_that_meets_its_own_node_costs_its_checks_and_is_no_con
 
 
 def test_a_join_whose_only_owner_conflicts_met_its_own_nodes_keeps_its_identity(tmp_path):
-    from zkconsumer.lab.summary import _identities, summarize
+    from zkconsumer.lab.runs.summary import summarize
+    from zkconsumer.lab.terminal import identities_cell
 
     path, formula = _run(tmp_path, losses=1, recreate=True)
     found = summarize(path)
     assert found.owner_conflicts == 1 and found.reconnects.refused_owners == 1
     # 2 re-sent reads, 1 re-armed watch, the re-sent create and its one check: 5
-    assert _identities(found) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 5 after 1 connection "
+    assert identities_cell(found) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 5 after 1 connection "
                                   f"loss = measured {formula + 5}")
 
 
@@ -260,26 +262,27 @@ def _run(root, losses: int, extra: int = 0, recreate: bool = False):
 
 
 def test_the_summary_shows_the_losses_beside_the_formula(tmp_path):
-    from zkconsumer.lab.summary import _identities, _losses, summarize
+    from zkconsumer.lab.runs.summary import summarize
+    from zkconsumer.lab.terminal import identities_cell, losses_cells
 
     path, formula = _run(tmp_path, losses=0)
     plain = summarize(path)
     assert [str(i) for i in plain.identities] == [f"ZooKeeper requests {formula}"] and plain.identities_hold
-    assert _losses(plain) == ("0", "0.0") and _identities(plain) == "1 hold"
+    assert losses_cells(plain) == ("0", "0.0") and identities_cell(plain) == "1 hold"
 
     path, formula = _run(tmp_path, losses=2)
     lost = summarize(path)
     assert (lost.zk_reconnections, lost.connection_losses, lost.resent_requests) == (2, 2, 6)
     assert lost.zk_requests == formula + 6 and lost.identities_hold
-    assert _losses(lost) == ("2", "6.0")
-    assert _identities(lost) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 6 after 2 connection "
+    assert losses_cells(lost) == ("2", "6.0")
+    assert identities_cell(lost) == (f"1 hold: ZooKeeper requests: formula {formula} + re-sent 6 after 2 connection "
                                  f"losses = measured {formula + 6}")
 
     path, formula = _run(tmp_path, losses=1, extra=1)  # one request more than the losses explain: it fails, named
     failed = summarize(path)
     assert not failed.identities_hold
-    assert _identities(failed) == (f"FAIL ZooKeeper requests: formula {formula} + re-sent 3 after 1 connection loss "
-                                   f"≠ measured {formula + 4}")
+    assert identities_cell(failed) == (f"FAIL ZooKeeper requests: formula {formula} + re-sent 3 after 1 connection "
+                                       f"loss ≠ measured {formula + 4}")
 
 
 def test_the_analysis_identity_names_the_losses_and_the_simulation_says_it_does_not_model_them():
@@ -376,10 +379,10 @@ class _LossOnce:
 @pytest.mark.slow
 def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attributed(tmp_path, monkeypatch, spark,
                                                                                         shared_lab_servers):
-    from zkconsumer.lab.join_cost import accounted_requests
-    from zkconsumer.lab.scenario import expand_cases, parse_scenario
-    from zkconsumer.lab.session import LabSession
-    from zkconsumer.lab.summary import _identities
+    from zkconsumer.lab.rules.join_cost import accounted_requests
+    from zkconsumer.lab.runs.session import LabSession
+    from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
+    from zkconsumer.lab.terminal import identities_cell
     from zkconsumer.lab.trace import read_traces
     from zkconsumer.lab.wire.tcp import TcpProxy
     from zkconsumer.lab.wire.zk import ZkProxy
@@ -417,11 +420,11 @@ def test_a_real_connection_loss_during_a_join_is_recorded_on_both_sides_and_attr
     notified = sum(1 for r in window if r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "event")
     accounted = accounted_requests(events, members_seen=3, joiners=1, notified=notified)
     check = identities.zk_join(accounted, summary.zk_requests, found.re_sent, found.losses, found.reconnections)
-    print(check, "| summary:", _identities(summary))
+    print(check, "| summary:", identities_cell(summary))
     assert check.holds, str(check)
     if summary.conflicts == 0 and summary.owner_conflicts == 0:  # the summary's own check: the closed form
         assert accounted == join_requests(3, 16)
-        assert _identities(summary) == (f"1 hold: ZooKeeper requests: formula {join_requests(3, 16)} + re-sent "
+        assert identities_cell(summary) == (f"1 hold: ZooKeeper requests: formula {join_requests(3, 16)} + re-sent "
                                         f"{found.re_sent} after 1 connection loss = measured {summary.zk_requests}")
 
     # the Spark job reads every line of the real traces (the loss's events and records included) and counts the same

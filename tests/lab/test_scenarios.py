@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from zkconsumer.lab.cli import lab
-from zkconsumer.lab.scenario import (
+from zkconsumer.lab.scenarios.loading import (
     SWEEP_AXES,
     Scenario,
     ScenarioError,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from zkconsumer.lab.host_process import HostProcess
-from zkconsumer.lab.zk_member import SessionChannel, session_message
+from zkconsumer.lab.drivers.host_process import HostProcess
+from zkconsumer.lab.members.zk import SessionChannel, session_message
 
 pytestmark = pytest.mark.slow
 
 MEMBER = """
-from zkconsumer.lab.zk_member import _control_channel
+from zkconsumer.lab.members.zk import _control_channel
 send = _control_channel()
 print("a library printing on stdout")
 send(0x1234, bytes(range(16)))

@@ -1,13 +1,13 @@
-"""`lab run --settings shipped` (zkconsumer/lab/shipped.py): each broker-side design at its own defaults, the
+"""`lab run --settings shipped` (zkconsumer/lab/rules/shipped.py): each broker-side design at its own defaults, the
 schedule unchanged; `same` and the ZooKeeper designs untouched."""
 
 from __future__ import annotations
 
 from kafka import KafkaConsumer
 
-from zkconsumer.lab.scenario import expand_cases, find_scenario
-from zkconsumer.lab.servers import broker_settings, kraft_settings
-from zkconsumer.lab.shipped import case_for
+from zkconsumer.lab.rules.shipped import case_for
+from zkconsumer.lab.runs.servers import broker_settings, kraft_settings
+from zkconsumer.lab.scenarios.loading import expand_cases, find_scenario
 
 
 def test_each_design_gets_its_own_defaults_and_the_same_schedule():

@@ -24,11 +24,11 @@ from kafka.admin import KafkaAdminClient
 from test_actions import claimed_owners
 
 from zkconsumer.admin import describe_topic
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.run_state import IllegalTransition, RunState
-from zkconsumer.lab.scenario import expand_cases, validate_scenario
-from zkconsumer.lab.servers import LabServers
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.servers import LabServers
+from zkconsumer.lab.runs.state import IllegalTransition, RunState
+from zkconsumer.lab.runs.summary import summarize
+from zkconsumer.lab.scenarios.loading import expand_cases, validate_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
 from zkconsumer.zookeeper.client import ZkClient
 
@@ -325,7 +325,7 @@ SHOWS = {"add-partitions": _shows_growth, "crash": _shows_crash, "expiry-storm":
 
 
 def test_every_shipped_scenario_but_the_lesson_is_run_here() -> None:
-    from zkconsumer.lab.scenario import shipped_names
+    from zkconsumer.lab.scenarios.loading import shipped_names
 
     # migrate ends with no ZooKeeper-design member, so the owners checked here are not its: tests/lab/test_migrate.py
     # add-partitions-at-scale is add-partitions with 10 members and 900 new partitions: shrunk, it is the

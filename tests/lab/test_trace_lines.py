@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from zkconsumer.event_log import JsonLinesWriter, LineErrors, read_json_lines
-from zkconsumer.lab.driver import TraceTail
+from zkconsumer.lab.drivers.interface import TraceTail
 from zkconsumer.lab.lesson.replay import load_records
-from zkconsumer.lab.summary import summarize
+from zkconsumer.lab.runs.summary import summarize
 from zkconsumer.lab.trace import RunDirectory, TraceWriter, read_traces
 
 # A member process: writes one whole record through the lab's writer, then half of the next one, and is killed

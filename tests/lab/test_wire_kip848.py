@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import pytest
 from helpers import unique, wait_for
 
-from zkconsumer.lab.server_info import read_exactly
+from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.wire import C2S, S2C, Counters, KafkaProxy, KafkaRecord, KafkaStreamDecoder, RecordCollector
 from zkconsumer.lab.wire import kafka_codec as codec
 

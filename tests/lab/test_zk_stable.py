@@ -11,10 +11,10 @@ import pytest
 from helpers import ZkProbe, unique, wait_for
 
 from rebalance.subscription import Registration
-from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.scenario import expand_cases, parse_scenario
+from zkconsumer.lab.drivers.interface import LabEnvironment
+from zkconsumer.lab.drivers.zk import ZkDriver
+from zkconsumer.lab.scenarios.loading import expand_cases, parse_scenario
 from zkconsumer.lab.trace import RunDirectory, read_traces
-from zkconsumer.lab.zk_driver import ZkDriver
 from zkconsumer.zookeeper import codecs, layout
 
 pytestmark = pytest.mark.slow

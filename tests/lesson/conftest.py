@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from lesson_runs import LessonRuns
 
-from zkconsumer.lab.servers import LabServers
+from zkconsumer.lab.runs.servers import LabServers
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,10 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from zkconsumer.lab.scenario import expand_cases, shipped_scenario
-from zkconsumer.lab.servers import LabServers
-from zkconsumer.lab.session import LabSession
-from zkconsumer.lab.summary import RunSummary
+from zkconsumer.lab.runs.servers import LabServers
+from zkconsumer.lab.runs.session import LabSession
+from zkconsumer.lab.runs.summary import RunSummary
+from zkconsumer.lab.scenarios.loading import expand_cases, shipped_scenario
 
 
 class LessonRuns:

@@ -24,7 +24,7 @@ from zkconsumer.lab.lesson.kip848_steps import UNSETTLED
 from zkconsumer.lab.lesson.model import REPO_ROOT
 from zkconsumer.lab.lesson.page import VERDICTS
 from zkconsumer.lab.lesson.replay import load_records
-from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API, is_coordination_request
+from zkconsumer.lab.rules.protocol import GROUP_HEARTBEAT_API, is_coordination_request
 
 pytestmark = pytest.mark.slow
 # eager, cooperative, consumer protocol: the generations after ZooKeeper (consumer-java is the consumer protocol

@@ -22,7 +22,7 @@ from lesson_runs import LessonRuns
 from zkconsumer.lab.lesson import Lesson, build_lesson, most_interesting, write_lesson
 from zkconsumer.lab.lesson.model import REPO_ROOT, short_thread
 from zkconsumer.lab.lesson.replay import load_records
-from zkconsumer.lab.scenario import shipped_scenario
+from zkconsumer.lab.scenarios.loading import shipped_scenario
 
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

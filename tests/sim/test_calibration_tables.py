@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from zkconsumer.lab.analysis.calibration import heartbeat_api, simulate
-from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API
+from zkconsumer.lab.rules.protocol import GROUP_HEARTBEAT_API
 from zkconsumer.lab.sim.calibrate import _latency
 
 QUANTILES = 101

@@ -7,7 +7,7 @@ import functools
 
 import pytest
 
-from zkconsumer.lab.join_cost import join_requests
+from zkconsumer.lab.rules.join_cost import join_requests
 from zkconsumer.lab.sim import LatencyModel, SweepPoint, ZkSimConfig, predict, simulate_zk
 from zkconsumer.lab.sim.bounds import utilisation
 from zkconsumer.lab.sim.capacity import LAB, Capacity, CorePool, GroupCommit, Queue, Resources, profile

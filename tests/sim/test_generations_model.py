@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from zkconsumer.lab.identities import broker_side_join
+from zkconsumer.lab.rules.identities import broker_side_join
 from zkconsumer.lab.sim.consumer_protocol import CONSUMER, simulate_consumer_protocol
 from zkconsumer.lab.sim.cooperative import COOPERATIVE, simulate_cooperative
 from zkconsumer.lab.sim.coordinator import EAGER, CoordinatorSimConfig, simulate_coordinator

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zkconsumer.lab.join_cost import original_join_requests
+from zkconsumer.lab.rules.join_cost import original_join_requests
 from zkconsumer.lab.sim import ZkSimConfig, simulate_zk
 
 MEASURED = {"wall_s", "batches", "counted_reads", "executed_reads", "events"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zkconsumer.lab.join_cost import join_requests
+from zkconsumer.lab.rules.join_cost import join_requests
 from zkconsumer.lab.sim import ROW_FIELDS, SweepPoint, grid, predict, sweep
 from zkconsumer.lab.sim.sweep import TASK_MEASURES, share
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from lab_fixture import lab_runs
 
-from zkconsumer.lab.join_cost import join_notifications, join_requests
+from zkconsumer.lab.rules.join_cost import join_notifications, join_requests
 from zkconsumer.lab.sim import LatencyModel, ZkSimConfig, simulate_zk
 
 # A seed whose join into N = 1 has no owner conflict: without queues (capacity=None) 9 of seeds 0-19 race the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import beyond_the_textbook, conflicted, wait_for
 
-from zkconsumer.lab.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
+from zkconsumer.lab.rules.join_cost import accounted_requests, attempt_cost, join_notifications, join_requests
 
 
 def requests(counts: dict[str, int]) -> int:

@@ -1,8 +1,8 @@
-"""Lab member names sort in join order, in real runs and in the simulation (zkconsumer/lab/naming.py)."""
+"""Lab member names sort in join order, in real runs and in the simulation (zkconsumer/lab/members/naming.py)."""
 
 from __future__ import annotations
 
-from zkconsumer.lab.naming import member_name, name_width
+from zkconsumer.lab.members.naming import member_name, name_width
 from zkconsumer.lab.sim.zk_sim import ZkSimConfig
 
 

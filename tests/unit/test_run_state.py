@@ -1,4 +1,4 @@
-"""A lab run's state graph (zkconsumer/lab/run_state.py): the moves CaseRun makes are allowed, every other move is
+"""A lab run's state graph (zkconsumer/lab/runs/state.py): the moves CaseRun makes are allowed, every other move is
 refused naming both states, every state a run can be in can still stop, and it ends in a manifest status."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.run_state import TRANSITIONS, IllegalTransition, RunState, check_transition
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.state import TRANSITIONS, IllegalTransition, RunState, check_transition
 
 S = RunState
 THROUGH = [S.CREATED, S.SETUP, S.STARTING, S.CHURN, S.DRAINING, S.STOPPING]

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import select_designs
-from zkconsumer.lab.scenario import (
+from zkconsumer.lab.scenarios.loading import (
     Scenario,
     ScenarioError,
     expand_cases,
@@ -153,7 +153,8 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
             mode: str, group_settings: str) -> None:
     """Run SCENARIO (a file or a shipped name) on both designs and print a summary per run."""
     from zkconsumer.lab.modes_cli import parse_modes
-    from zkconsumer.lab.session import LabSession, select_cases
+    from zkconsumer.lab.runs.session import LabSession, select_cases
+    from zkconsumer.lab.terminal import run_in_terminal
 
     if bootstrap is not None and zookeeper is None:
         raise click.UsageError("--bootstrap needs --zookeeper: an external broker registers itself and its topics "
@@ -171,13 +172,13 @@ def lab_run(scenario: str, design: str, out_dir: Path, process_mode: str | None,
                          group_settings=group_settings)
     if "original" in designs:
         from zkconsumer.embedded.process import EmbeddedError
-        from zkconsumer.lab.original_driver import check_toolchain
+        from zkconsumer.lab.drivers.original import check_toolchain
 
         try:  # before any server starts: a missing JDK is one line naming the fix
             check_toolchain()
         except EmbeddedError as exc:
             raise click.ClickException(str(exc)) from None
-    session.run_cli()
+    run_in_terminal(session)
 
 
 @lab.command("lesson")

@@ -35,8 +35,9 @@ DEFAULT_PREDICT_TO = 1024
 def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: str = "threads",
                  predict_to: int = DEFAULT_PREDICT_TO, console: Console | None = None) -> Path:
     """Run, analyse, report. Returns the report's path; the run directories are under OUT/runs."""
-    from zkconsumer.lab.scenario import find_scenario
-    from zkconsumer.lab.session import LabSession, select_cases
+    from zkconsumer.lab.runs.session import LabSession, select_cases
+    from zkconsumer.lab.scenarios.loading import find_scenario
+    from zkconsumer.lab.terminal import run_in_terminal
 
     console = console or Console(stderr=True)
     began = time.monotonic()
@@ -48,7 +49,7 @@ def run_main_job(out_dir: Path, *, values: str = DEFAULT_VALUES, process_mode: s
     cases = select_cases(scenario, values, 1)
     designs = demo_designs(scenario.designs)
     console.rule(f"1/3 lab: herd, N = {values}, designs {', '.join(designs)}, members as {process_mode}")
-    LabSession(scenario, cases, designs, runs_dir, process_mode=process_mode).run_cli()
+    run_in_terminal(LabSession(scenario, cases, designs, runs_dir, process_mode=process_mode))
 
     console.rule("2/3 analysis: PySpark local[2], with the scale simulation up to N = " f"{predict_to}")
     from zkconsumer.lab.analysis.job import analyze
@@ -106,7 +107,7 @@ def summary_table(runs: list[dict[str, Any]], predicted: list[dict[str, Any]]) -
     design's requests (with its connection losses and the requests re-sent after them), notifications and conflicts,
     and per broker-side design its coordination requests
     (protocol_rules.is_coordination_request) and time to stable; for every design the partitions "stopped": revoked
-    from a member that got them back (handover.py), the stop-the-world of the eager protocols."""
+    from a member that got them back (rules/handover.py), the stop-the-world of the eager protocols."""
     from zkconsumer.lab.analysis.predictions import SIM_PREFIX, STABLE, mean_by_size
     from zkconsumer.lab.analysis.report import SHORT
     from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS

@@ -5,22 +5,19 @@ own consumer.
 Each scenario runs as `lab run SCENARIO --design zk,coordinator[,original] --mode M1,M2,...` would: the same
 servers, cases and settings for every run of it, the zk design once per mode and the other designs once. The table
 at the end has one row per (scenario, sweep value, design and mode), the mean over its repeats, with the zk
-design's ZooKeeper requests and time to stable as ratios against the faithful mode's. The Spark report's "Opt-in
-modes" section has the same rows with the metrics only the traces' full analysis gives (modes_tables.py).
+design's ZooKeeper requests and time to stable as ratios against the faithful mode's (runs/mode_comparison.py,
+shown by terminal.modes_table). This module parses and calls.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from zkconsumer.errors import InputError
-from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, is_zookeeper_design, select_designs
-from zkconsumer.lab.summary import RunSummary
+from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, select_designs
+from zkconsumer.lab.runs.summary import RunSummary
 from zkconsumer.modes import MODES, is_mode
 
 COMPARED_SCENARIOS = ("herd", "staggered-join", "rolling-restart", "far-members", "crash")
@@ -51,81 +48,6 @@ def parse_values(items: tuple[str, ...]) -> dict[str, list[int]]:
     return found
 
 
-@dataclass
-class ModeRow:
-    """The mean of one (scenario, sweep value, design label)'s repeats, as the summary table counts them."""
-
-    scenario: str
-    sweep: str
-    label: str
-    design: str
-    runs: int
-    completed: int
-    zk_requests: float | None
-    zk_notifications: float | None
-    conflicts: float
-    failed_attempts: float
-    time_to_stable: float | None
-    requests_ratio: float | None = None  # against the faithful zk runs of the same scenario and sweep value
-    stable_ratio: float | None = None
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
-
-
-def mode_rows(summaries: list[tuple[str, RunSummary]]) -> list[ModeRow]:
-    """(scenario name, summary) pairs in, one row per scenario, sweep value and label out, in the order met."""
-    groups: dict[tuple[str, str, str], list[RunSummary]] = defaultdict(list)
-    for scenario, s in summaries:
-        sweep = ",".join(f"{k}={v}" for k, v in s.sweep.items())
-        groups[(scenario, sweep, s.label)].append(s)
-    rows = []
-    for (scenario, sweep, label), runs in groups.items():
-        zk = is_zookeeper_design(runs[0].design)
-        rows.append(ModeRow(
-            scenario, sweep, label, runs[0].design, len(runs), sum(s.completed for s in runs),
-            _mean([s.per_change(s.zk_requests) for s in runs]) if zk else None,
-            _mean([s.per_change(s.zk_notifications) for s in runs]) if zk else None,
-            statistics.fmean(s.conflicts for s in runs), statistics.fmean(s.failed_attempts for s in runs),
-            _mean([s.time_to_stable for s in runs])))
-    faithful = {(r.scenario, r.sweep): r for r in rows if r.label == MODE_DESIGN}
-    for r in rows:
-        base = faithful.get((r.scenario, r.sweep))
-        if base is not None and r.design == MODE_DESIGN:
-            r.requests_ratio = _ratio(r.zk_requests, base.zk_requests)
-            r.stable_ratio = _ratio(r.time_to_stable, base.time_to_stable)
-    return rows
-
-
-def _ratio(value: float | None, base: float | None) -> float | None:
-    return value / base if value is not None and base else None
-
-
-def render_rows(rows: list[ModeRow]):
-    from rich.table import Table
-
-    from zkconsumer.lab.summary import fmt as num
-
-    table = Table(title="opt-in modes: mean over repeats per membership change; `x`: the ratio to the faithful zk "
-                        "runs", box=None)
-    columns = ("scenario", "sweep", "design+mode", "runs", "zk req/chg", "req x", "zk notif/chg", "conflicts",
-               "failed att", "stable s", "stable x", "done")
-    for column in columns:
-        table.add_column(column, justify="left" if column in columns[:3] else "right")
-    for r in rows:
-        table.add_row(r.scenario, r.sweep or "-", r.label, str(r.runs), num(r.zk_requests),
-                      _ratio_text(r.requests_ratio), num(r.zk_notifications), f"{r.conflicts:.1f}",
-                      f"{r.failed_attempts:.1f}", num(r.time_to_stable), _ratio_text(r.stable_ratio),
-                      f"{r.completed}/{r.runs}")
-    return table
-
-
-def _ratio_text(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 @click.command("modes")
 @click.option("--scenarios", default=",".join(COMPARED_SCENARIOS), show_default=True, metavar="NAME[,NAME]",
               help="scenarios to run (files or shipped names)")
@@ -145,8 +67,10 @@ def modes(scenarios: str, mode_list: str, original: bool, values: tuple[str, ...
     with --original); print one comparison table."""
     from rich.console import Console
 
-    from zkconsumer.lab.scenario import find_scenario
-    from zkconsumer.lab.session import LabSession, select_cases
+    from zkconsumer.lab.runs.mode_comparison import mode_rows
+    from zkconsumer.lab.runs.session import LabSession, select_cases
+    from zkconsumer.lab.scenarios.loading import find_scenario
+    from zkconsumer.lab.terminal import modes_table, run_in_terminal
 
     names = parse_modes(mode_list)
     wanted = parse_values(values)
@@ -156,7 +80,7 @@ def modes(scenarios: str, mode_list: str, original: bool, values: tuple[str, ...
         raise InputError(f"--values for {', '.join(unused)}: not among --scenarios {scenarios}")
     if original:
         from zkconsumer.embedded.process import EmbeddedError
-        from zkconsumer.lab.original_driver import check_toolchain
+        from zkconsumer.lab.drivers.original import check_toolchain
 
         try:  # before any server starts
             check_toolchain()
@@ -175,8 +99,8 @@ def modes(scenarios: str, mode_list: str, original: bool, values: tuple[str, ...
         sessions.append(session)
     results: list[tuple[str, RunSummary]] = []
     for session in sessions:
-        results += [(session.scenario.name, s) for s in session.run_cli()]
-    Console(width=200).print(render_rows(mode_rows(results)))
+        results += [(session.scenario.name, s) for s in run_in_terminal(session)]
+    Console(width=200).print(modes_table(mode_rows(results)))
     if FAITHFUL not in names:
         click.echo(f"no {FAITHFUL} runs: the ratio columns are empty")
     click.echo(f"results: {out_dir}  (report: zkconsumer lab analyze {out_dir} --out REPORT)")

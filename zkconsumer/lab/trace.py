@@ -191,7 +191,7 @@ def host_info() -> dict[str, Any]:
 
 def versions() -> dict[str, str | None]:
     """Versions of the client-side components a result depends on. The servers' own are asked of the servers
-    the run used (the manifest's `servers`, zkconsumer/lab/server_info.py), never guessed from local files."""
+    the run used (the manifest's `servers`, zkconsumer/lab/runs/server_info.py), never guessed from local files."""
     found: dict[str, str | None] = {}
     for package in ("zkconsumer", "kazoo", "kafka-python", "pyspark", "pydantic"):
         try:

@@ -234,7 +234,8 @@ class ZkClient(ZkOperations):
     def on_resend(self, callback: Callable[[str, str, str], None]) -> None:
         """Call `callback(op, path, after)` (must not block) just before a request is sent again because its earlier
         send failed (`after`: the failure's name, ConnectionLoss after a dropped connection): what a connection loss
-        costs on the wire beyond the requests themselves (the lab's `resent` events, zkconsumer/lab/reconnects.py)."""
+        costs on the wire beyond the requests themselves (the lab's `resent` events,
+        zkconsumer/lab/rules/reconnects.py)."""
         self._resend_callbacks.append(callback)
 
     def _resent(self, op: str, path: str, after: str) -> None:

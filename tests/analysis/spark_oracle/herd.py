@@ -15,8 +15,8 @@ from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.herd import REBALANCE_TOTALS
 from zkconsumer.lab.analysis.schemas import PARTITION_LIST
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.noticing import REBALANCE_NOTICE, TARGET_API
-from zkconsumer.lab.protocol_rules import (
+from zkconsumer.lab.rules.noticing import REBALANCE_NOTICE, TARGET_API
+from zkconsumer.lab.rules.protocol import (
     GROUP_HEARTBEAT_API,
     HEARTBEAT_APIS,
     conflict_column,
@@ -32,7 +32,7 @@ def wire_counts(records: DataFrame, windows: DataFrame) -> DataFrame:
                 .when(zk & (kind == "event"), F.lit("notification"))
                 .when(kafka & (kind == "request"), F.lit("request"))
                 .when(kafka & (kind == "response") & (F.col("error_name") == REBALANCE_NOTICE), F.lit("notification"))
-                # the consumer protocol tells a member of a new target in a heartbeat's answer (noticing.py)
+                # the consumer protocol tells a member of a new target in a heartbeat's answer (rules/noticing.py)
                 .when(kafka & (kind == "response") & (F.col("api_name") == TARGET_API) & F.col("assigned").isNotNull(),
                       F.lit("notification")))
     wire = (records.filter(F.col("type") == "wire")

@@ -1,6 +1,6 @@
 """Three per-run rules built in Spark over every run: the time frame's records (`control_records`, the oracle of
 per_run/frame.py's `_control`) and the counting gaps (`wire_gap_counts` and `with_counting_gaps`, the oracles of
-per_run/counts.py's and per_run/tables.py's). What a counting gap is: zkconsumer/lab/gaps.py.
+per_run/counts.py's and per_run/tables.py's). What a counting gap is: zkconsumer/lab/rules/gaps.py.
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.owner_nodes import OWNER_PATH
+from zkconsumer.lab.rules import gaps
 
 
 def control_records() -> Column:
@@ -36,7 +36,8 @@ def wire_gap_counts(records: DataFrame) -> DataFrame:
 
 def with_counting_gaps(per_run: DataFrame, found: DataFrame) -> DataFrame:
     """`undecodable_streams` and `blackholed_requests` (`wire_gap_counts`), and `counting_gaps`, the reason its
-    counts are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or null."""
+    counts are incomplete (with `bad_lines`: zkconsumer/lab/rules/gaps.py, the same phrase as the lab summary), or
+    null."""
     joined = per_run.join(found, "run_id", "left").fillna(0, subset=["undecodable_streams", "blackholed_requests"])
     counts = {"undecodable": F.col("undecodable_streams"), "blackholed": F.col("blackholed_requests"),
               "bad_lines": F.coalesce(F.col("bad_lines"), F.lit(0))}

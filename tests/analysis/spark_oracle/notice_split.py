@@ -1,5 +1,5 @@
 """Each change's time to stable split into noticing and rebalancing, in Spark, as the lab's summary splits it
-(zkconsumer/lab/noticing.py has the definitions: an incumbent's first REBALANCE_IN_PROGRESS response or
+(zkconsumer/lab/rules/noticing.py has the definitions: an incumbent's first REBALANCE_IN_PROGRESS response or
 JoinGroup request, or its first ZooKeeper watch notification, after the change and no later than it was stable).
 The oracle of per_run/counts.py's `split_per_change` and `split_per_run`.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from zkconsumer.lab.noticing import REBALANCE_NOTICE, REJOIN_API, TARGET_API
+from zkconsumer.lab.rules.noticing import REBALANCE_NOTICE, REJOIN_API, TARGET_API
 
 SPLIT_COLUMNS = ("noticing_s", "rebalancing_s", "noticed_by")
 

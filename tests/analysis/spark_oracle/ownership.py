@@ -14,7 +14,7 @@ from spark_oracle.windows import attach_change
 from zkconsumer.lab.analysis.ownership import END, GIVE_UP, STALE_GENERATION, START
 from zkconsumer.lab.analysis.schemas import OFFSET_MAP, PARTITION_LIST
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
-from zkconsumer.lab.protocol_rules import backs_off_column
+from zkconsumer.lab.rules.protocol import backs_off_column
 
 
 def ownership_events(records: DataFrame) -> DataFrame:
@@ -223,7 +223,7 @@ def moved(iv: DataFrame, spans: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     differs from the owner at its start (nobody counts as an owner: a partition left unowned moved too).
 
     The start is the state the events before it left, the end the state after the events at it, as
-    zkconsumer/lab/handover.py takes them (its window opens before the record at `settled` and closes after the
+    zkconsumer/lab/rules/handover.py takes them (its window opens before the record at `settled` and closes after the
     one at `done`)."""
     before = _owners_at(iv, spans, keys, "s_start", False).withColumnRenamed("owner", "before")
     after = _owners_at(iv, spans, keys, "s_end", True).withColumnRenamed("owner", "after")

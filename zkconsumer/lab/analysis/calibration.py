@@ -20,7 +20,7 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.analysis.predictions import PREDICTED_DESIGNS, SEEDS, STABLE, Key, run_key
-from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API
+from zkconsumer.lab.rules.protocol import GROUP_HEARTBEAT_API
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,6 +1,7 @@
 """What one member joining a settled group of N costs by each design's protocol alone, as the analysis uses it.
 
-The formulas are defined once, in `zkconsumer.lab.join_cost` (docs/join-cost.md) and `zkconsumer.lab.identities`
+The formulas are defined once, in `zkconsumer.lab.rules.join_cost` (docs/join-cost.md) and
+`zkconsumer.lab.rules.identities`
 (docs/coordinator.md); this module only says which of them applies to a run and a metric:
 
 * ZooKeeper requests of a join without an owner conflict, M = N + 1 members after it, B = 1 broker (the lab's):
@@ -29,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.identities import Identity, broker_side_join
-from zkconsumer.lab.join_cost import join_notifications, join_requests, original_join_requests
-from zkconsumer.lab.protocol_rules import COORDINATION_APIS
+from zkconsumer.lab.rules.identities import Identity, broker_side_join
+from zkconsumer.lab.rules.join_cost import join_notifications, join_requests, original_join_requests
+from zkconsumer.lab.rules.protocol import COORDINATION_APIS
 
 BROKERS = 1  # the lab runs one broker (docs/lab.md)
 # The requests the broker-side identities count, each a column of the runs table (per_run.counts.identity_counts)

@@ -1,8 +1,8 @@
 """The herd: what each membership change costs on the wire, per member and operation, and how that grows with N.
 
-Counted as the lab's summary counts them (zkconsumer/lab/summary.py): ZooKeeper requests (pings and the connect
+Counted as the lab's summary counts them (zkconsumer/lab/runs/summary.py): ZooKeeper requests (pings and the connect
 handshake are other kinds, so they are left out) and watch notifications (`event` records); Kafka requests by
-API, with the coordination requests of protocol_rules.py (JoinGroup + SyncGroup + LeaveGroup, and the consumer
+API, with the coordination requests of rules/protocol.py (JoinGroup + SyncGroup + LeaveGroup, and the consumer
 protocol's ConsumerGroupHeartbeats that join, leave or acknowledge) and heartbeats apart. The broker-side designs
 have no watches: what tells a classic-protocol member to rejoin is a response carrying REBALANCE_IN_PROGRESS (to a
 Heartbeat, an OffsetCommit, ...), and a consumer-protocol member a heartbeat answer carrying a new assignment, so

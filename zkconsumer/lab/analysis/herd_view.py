@@ -23,7 +23,7 @@ DESIGN_NAMES = LABELS
 NONE = "-"  # an empty cell of the report's tables
 COLORS = {"zk": "#1f77b4", "original": "#2ca02c", "coordinator": "#d62728", "cooperative": "#ff7f0e",
           "consumer": "#9467bd", "consumer-java": "#8c564b"}
-# What a broker-side design's requests and notifications are (protocol_rules.py, herd.py): the classic protocol's
+# What a broker-side design's requests and notifications are (rules/protocol.py, herd.py): the classic protocol's
 # JoinGroup, SyncGroup and LeaveGroup, and the consumer protocol's heartbeats that join, leave or acknowledge; the
 # answers that tell a member to rebalance
 COORDINATION_LABEL = "JoinGroup+SyncGroup+LeaveGroup+group-changing ConsumerGroupHeartbeats"
@@ -180,6 +180,6 @@ def fit_table(fits: list[dict[str, Any]], runs: list[dict[str, Any]] | None = No
             "join rebalance-only (M² + 9·M + 3·P + 3 with fetchers), the original M² + 11·M + 3·P + 2 (M² + 13·M + "
             "3·P + 2), with one broker; the eager coordinator 2·N + 3 JoinGroup + SyncGroup + LeaveGroup, the "
             "cooperative design 4·N + 5 (a second generation after its revoke); the consumer protocol's "
-            "acknowledging heartbeats have no closed form (zkconsumer/lab/identities.py). At small N the "
+            "acknowledging heartbeats have no closed form (zkconsumer/lab/rules/identities.py). At small N the "
             "3·P term dominates a ZooKeeper join; the N² term overtakes it from N ≈ sqrt(3·P). A join that raced "
             "(an owner conflict) costs a retry more than its closed form.</p>")

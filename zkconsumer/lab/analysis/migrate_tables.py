@@ -25,7 +25,7 @@ written apart (tests/analysis/spark_oracle/migrate_tables.py).
 
 from __future__ import annotations
 
-MIGRATE = "migrate"  # the `membership` action of a migrate step (zkconsumer/lab/run.py)
+MIGRATE = "migrate"  # the `membership` action of a migrate step (zkconsumer/lab/runs/case_run.py)
 MIGRATE_TABLES = ("migrate_steps", "migrate_totals", "migrate_partitions")
 
 

@@ -27,7 +27,7 @@ INTRO = ("<p class=note>Each opt-in mode (docs/modes.md) on the zk design, next 
          "churn window; requests and notifications per membership change); <i>&times;</i> is the ratio to the faithful "
          "zk row of the same scenario and sweep value (below 1: the mode costs less). Owner conflicts are the "
          "owner-node claims ZooKeeper refused because another member held the node; failed attempts are rebalance "
-         "attempts that did not end ok or no_brokers (zkconsumer/lab/protocol_rules.py), which includes an attempt a "
+         "attempts that did not end ok or no_brokers (zkconsumer/lab/rules/protocol.py), which includes an attempt a "
          "mode abandoned for a newer view (view_changed: retried at once, without the backoff). Partitions moved are "
          "those whose owner after a change differs from the owner before it (the sticky assignor, "
          "<code>incremental+sticky</code>, moves only what balance requires).</p>")

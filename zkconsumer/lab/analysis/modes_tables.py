@@ -4,7 +4,8 @@ computes them: herd.py's requests, notifications and attempts, ownership.py's un
 stop-the-world pauses and partitions moved, windows.py's time to stable), and each one's ratio to the faithful zk
 runs of the same scenario and sweep value.
 
-A run's mode is its manifest's `mode` (run.py writes it for a mode's runs only): a run without one is faithful.
+A run's mode is its manifest's `mode` (runs/case_run.py writes it for a mode's runs only): a run without one is
+faithful.
 Runs that are all faithful give no table, and the report no section.
 """
 

@@ -23,7 +23,7 @@ OWNERS_FROM_WIRE: tuple[str, ...] = ("original",)
 # Per design, the run and change columns its members do not report: null ("not reported"), never 0.
 NOT_REPORTED: dict[str, tuple[str, ...]] = {
     # no rebalance_failed or session_expired events; and no revocations of its own, so nothing tells a partition
-    # it gave up for nothing (zkconsumer/lab/handover.py leaves that out for it too)
+    # it gave up for nothing (zkconsumer/lab/rules/handover.py leaves that out for it too)
     "original": ("rebalance_failures", "session_expiries", "revoked_kept", "revoked_kept_per_change"),
 }
 # An owner node; the wire's path carries the client's chroot in front, hence no anchor at the start.

@@ -1,6 +1,6 @@
 """The scale simulation's predictions next to the real runs they model (docs/simulation.md, docs/analysis.md).
 
-A real run is *comparable* when it completed with no counting gap (zkconsumer/lab/gaps.py) and each of its counted
+A real run is *comparable* when it completed with no counting gap (zkconsumer/lab/rules/gaps.py) and each of its counted
 membership changes is one member joining a settled group (the herd scenario's shape, which is what
 `zkconsumer.lab.sim` simulates). Its rows are of two kinds:
 
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS, closed_form, protocol_identities, single_joins
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.gaps import countable
+from zkconsumer.lab.rules.gaps import countable
 from zkconsumer.lab.sim.sweep import NEWER_MODELS
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def comparable_runs(runs: list[dict[str, Any]], changes: list[dict[str, Any]]) -
 
 def coordinator_settings(run: dict[str, Any]) -> tuple[int | None, int | None]:
     """(heartbeat interval, session timeout) in ms of the run's `[coordinator]`, as its manifest records the
-    scenario it ran (`lab run --settings shipped` rewrites them per design, shipped.py); every broker-side design
+    scenario it ran (`lab run --settings shipped` rewrites them per design, rules/shipped.py); every broker-side design
     of a run, the consumer protocol's KRaft broker included (servers.kraft_settings), runs with these. The runs
     table keeps the ZooKeeper session for the ZooKeeper designs, so the manifest is read; (None, None) without one."""
     path = run.get("path")
@@ -241,7 +241,7 @@ def _why(formula: str) -> str:
 
 def _requests_check(run: dict[str, Any], value: float, formula: str) -> tuple[str, float | None, float, str]:
     """A ZooKeeper join's requests against its closed form, with the requests its connection losses re-sent
-    (reconnects.py): "formula + re-sent R after N connection losses", expected F + R per change; plain without a
+    (rules/reconnects.py): "formula + re-sent R after N connection losses", expected F + R per change; plain without a
     loss. Rows without the loss columns (older tables) are the plain formula."""
     label = LABELS["zk_requests_per_change"]
     losses, reconnections = run.get("connection_losses") or 0, run.get("zk_reconnections") or 0
@@ -287,7 +287,7 @@ def _observed(run: dict[str, Any], metric: str) -> float | None:
 def _raced(run: dict[str, Any]) -> bool:
     """A join raced when a member's attempt ended in an owner conflict (ours reports it; the original's shows as
     owner-node creates ZooKeeper refused, owner_nodes.py). A re-sent create refused because the member's first send
-    had made the node is no race (reconnects.py): its checks are among the re-sent requests."""
+    had made the node is no race (rules/reconnects.py): its checks are among the re-sent requests."""
     raced = (run.get("owner_conflicts") or 0) - (run.get("resent_refused_owners") or 0)
     return bool(run.get("conflicts")) or raced > 0
 

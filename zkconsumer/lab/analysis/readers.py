@@ -34,7 +34,7 @@ from zkconsumer.lab.analysis.schemas import (
 )
 from zkconsumer.lab.analysis.sql_text import literal, quoted
 from zkconsumer.lab.designs import is_zookeeper_design
-from zkconsumer.lab.server_info import servers_line
+from zkconsumer.lab.runs.server_info import servers_line
 from zkconsumer.lab.trace import RECORD_TYPES, SCHEMA_VERSION, version_counts
 from zkconsumer.trace_contract import version_note
 

@@ -246,7 +246,7 @@ table.pred td:nth-child(9){text-align:left;max-width:40em}.note{font-size:12px;c
 
 
 def counting_gaps_flag(runs: list[dict[str, Any]]) -> str:
-    """A visible flag over the report when some runs' counts are incomplete (zkconsumer/lab/gaps.py), naming each
+    """A visible flag over the report when some runs' counts are incomplete (zkconsumer/lab/rules/gaps.py), naming each
     run and why; nothing when every run was counted in full."""
     short = [r for r in runs if r.get("counting_gaps")]
     if not short:

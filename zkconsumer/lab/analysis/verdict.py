@@ -22,7 +22,7 @@ from typing import Any
 
 from zkconsumer.lab.analysis.herd_view import COORDINATION_LABEL, HERD_METRICS, NOTICES_LABEL
 from zkconsumer.lab.designs import DESIGNS, LABELS
-from zkconsumer.lab.gaps import countable
+from zkconsumer.lab.rules.gaps import countable
 
 Row = dict[str, Any]
 # The split of time to stable (docs/lab.md): until every incumbent heard of the change, and the rest.

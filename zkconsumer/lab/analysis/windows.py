@@ -1,11 +1,11 @@
 """The time frame every metric is counted in: each run's churn window and its membership changes.
 
-The churn window runs from the `settled` phase to `done`, as in the lab's summary (zkconsumer/lab/summary.py), so
+The churn window runs from the `settled` phase to `done`, as in the lab's summary (zkconsumer/lab/runs/summary.py), so
 the per-run figures here are the summary's. Inside it, each membership change owns the time from its action to
 the next change (the last one to `done`): change window i >= 1. Window 0 is the quiet time from `settled` to the
 first change. Records outside the churn (setup, the initial group, shutdown) get no change index.
 
-Change numbers follow the orchestrator's (zkconsumer/lab/run.py): each record of a join, leave, kill, expire,
+Change numbers follow the orchestrator's (zkconsumer/lab/runs/case_run.py): each record of a join, leave, kill, expire,
 pause, resume or add_partitions adds max(1, members) to the count, and `stable` records name the change they
 settle by that number. The per-change normalisation uses the summary's `changes` (join, leave, kill, expire,
 pause).

@@ -36,9 +36,9 @@ from zkconsumer.lab.chaos.members import ChaosMembers
 from zkconsumer.lab.chaos.nemesis import Nemesis
 from zkconsumer.lab.chaos.observer import GroupObserver
 from zkconsumer.lab.chaos.prescribed import converged
-from zkconsumer.lab.load import LoadProducer, wait_drained
+from zkconsumer.lab.members.zk import ZkMemberSettings
+from zkconsumer.lab.runs.load import LoadProducer, wait_drained
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
-from zkconsumer.lab.zk_member import ZkMemberSettings
 from zkconsumer.modes import mode_properties
 
 log = logging.getLogger(__name__)

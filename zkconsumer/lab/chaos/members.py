@@ -1,4 +1,4 @@
-"""The campaign's group: consumer processes (`python -m zkconsumer.lab.zk_member`, this project's connector with
+"""The campaign's group: consumer processes (`python -m zkconsumer.lab.members.zk`, this project's connector with
 fetchers), started, killed, paused, resumed and expired by name, and watched.
 
 The orchestrator's view of them goes into the history: a `live` record whenever the set of member processes changes
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import IO
 
 from zkconsumer.embedded.process import wait_or_kill
+from zkconsumer.lab.members.zk import SessionChannel, ZkMemberSettings, settings_json
 from zkconsumer.lab.trace import TraceWriter
-from zkconsumer.lab.zk_member import SessionChannel, ZkMemberSettings, settings_json
 from zkconsumer.zookeeper.expiry import expire_session
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class ChaosMembers:
         path = Path(settings.trace_path)
         log_file = open(self._log_dir / f"{name}.log", "a", encoding="utf-8")  # closed when the member ends
         # stdout is the member's control channel (its session credentials), stderr its log
-        proc = subprocess.Popen([sys.executable, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
+        proc = subprocess.Popen([sys.executable, "-m", "zkconsumer.lab.members.zk", settings_json(settings)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
                                 encoding="utf-8")
         with self._lock:

@@ -23,7 +23,7 @@ from typing import Any
 from zkconsumer.lab.lesson.coord_steps import CoordinatorSteps
 from zkconsumer.lab.lesson.model import Step, n_partitions
 from zkconsumer.lab.lesson.replay import Window
-from zkconsumer.lab.librdkafka_member import LibrdkafkaMember
+from zkconsumer.lab.members.librdkafka import LibrdkafkaMember
 
 KAFKA_ASSIGN = "ConsumerCoordinator.onJoinComplete (CooperativeStickyAssignor)"
 KAFKA_REVOKE = "ConsumerCoordinator.onJoinComplete: revoke owned partitions not assigned, then requestRejoin"

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from zkconsumer.lab.coordinator_member import CoordinatorMember
 from zkconsumer.lab.lesson.model import Step, code_ref, partition_key
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
-from zkconsumer.lab.protocol_rules import is_coordination_request, is_heartbeat
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.run_stability import ChangeTracker
+from zkconsumer.lab.members.coordinator import CoordinatorMember
+from zkconsumer.lab.rules.protocol import is_coordination_request, is_heartbeat
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.stability import ChangeTracker
 from zkconsumer.lab.sim.coordinator import COMPLETING, EMPTY, PREPARING, STABLE, _Model
 
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "FindCoordinator")

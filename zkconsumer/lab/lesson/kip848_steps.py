@@ -25,8 +25,8 @@ from typing import Any
 from zkconsumer.lab.lesson.coord_steps import CoordinatorSteps
 from zkconsumer.lab.lesson.model import Step, n_partitions
 from zkconsumer.lab.lesson.replay import Window
-from zkconsumer.lab.librdkafka_member import LibrdkafkaMember
-from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API
+from zkconsumer.lab.members.librdkafka import LibrdkafkaMember
+from zkconsumer.lab.rules.protocol import GROUP_HEARTBEAT_API
 from zkconsumer.lab.sim.coordinator import EMPTY, STABLE
 from zkconsumer.lab.wire.kafka_codec import (
     decode_consumer_group_heartbeat_request,

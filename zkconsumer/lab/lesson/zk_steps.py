@@ -22,8 +22,8 @@ from rebalance.ownership import Ownership
 from zkconsumer.connector import ZookeeperConsumerConnector
 from zkconsumer.lab.lesson.model import Step, code_ref, member_of_thread, partition_key, short_thread, znode
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.run_stability import ChangeTracker
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.stability import ChangeTracker
 from zkconsumer.registration import register
 from zkconsumer.zookeeper.group import ZkGroupStore
 

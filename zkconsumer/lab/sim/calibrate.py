@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.lab.server_info import servers_line
+from zkconsumer.lab.runs.server_info import servers_line
+from zkconsumer.lab.runs.summary import summarize
 from zkconsumer.lab.sim.latency import QUANTILES, TABLES_PATH
-from zkconsumer.lab.summary import summarize
 from zkconsumer.lab.trace import read_traces
 
 # Kafka parks a follower's SyncGroup until the leader's arrives and then answers them all at once
@@ -154,7 +154,7 @@ def merge_tables(old: dict[str, Any], new: dict[str, Any], design: str) -> dict[
 
 
 def real_per_change(roots: Iterable[Path]) -> list[dict[str, Any]]:
-    """The lab's own per-change counts (zkconsumer/lab/summary.py, from the wire in the churn window)."""
+    """The lab's own per-change counts (zkconsumer/lab/runs/summary.py, from the wire in the churn window)."""
     rows = []
     for run_dir, _ in run_dirs(roots):
         s = summarize(run_dir)

@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zkconsumer.lab.naming import member_name, name_width
-from zkconsumer.lab.protocol_rules import GROUP_HEARTBEAT_API, is_coordination_request, is_heartbeat
+from zkconsumer.lab.members.naming import member_name, name_width
+from zkconsumer.lab.rules.protocol import GROUP_HEARTBEAT_API, is_coordination_request, is_heartbeat
 from zkconsumer.lab.sim.coordinator import CoordinatorPrediction, CoordinatorSimConfig, design_name
 from zkconsumer.lab.sim.holdings import Holdings, split
 from zkconsumer.lab.sim.latency import MemberSampler

@@ -18,7 +18,7 @@ What differs from the eager model, as librdkafka does it (src/rdkafka_cgrp.c) an
   leave or a crash, whose partitions are nobody's): one generation.
 
 So a join into N costs N + 2 JoinGroup and N + 1 SyncGroup, and as many again but one JoinGroup when an incumbent
-revoked (identities.py `cooperative_join`).
+revoked (rules/identities.py `cooperative_join`).
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ from typing import Any
 from rebalance.assignment import AssignmentContext
 from rebalance.assignors import RangeAssignor
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, canonical
-from zkconsumer.lab.naming import member_name, name_width
-from zkconsumer.lab.protocol_rules import is_coordination_request, is_heartbeat
+from zkconsumer.lab.members.naming import member_name, name_width
+from zkconsumer.lab.rules.protocol import is_coordination_request, is_heartbeat
 from zkconsumer.lab.sim.holdings import Holdings, split
 from zkconsumer.lab.sim.latency import LatencyModel, MemberSampler, default_tables
 from zkconsumer.lab.sim.scheduler import MS, S, Scheduler
@@ -240,7 +240,7 @@ class _Model:
             revoke()
 
     def notice(self, member: _Member) -> None:
-        """An incumbent heard of the change (the lab's noticing.py: its first REBALANCE_IN_PROGRESS answer or
+        """An incumbent heard of the change (the lab's rules/noticing.py: its first REBALANCE_IN_PROGRESS answer or
         JoinGroup after the change, whichever comes first)."""
         if self.counting and member.name in self.incumbents:
             self.noticed.setdefault(member.name, self.sched.now)
@@ -431,7 +431,7 @@ def run_classic(model: _Model) -> CoordinatorPrediction:
     began = time.perf_counter()
     sched = model.sched
     interval = config.heartbeat_interval_ms * MS
-    width = name_width(config.members)  # the joiner's index is config.members (naming.py)
+    width = name_width(config.members)  # the joiner's index is config.members (members/naming.py)
     for i in range(config.members):  # the settled group: generation 1, heartbeats at random phases
         name = member_name(i, width)
         member = _Member(name, config.latency.sampler(config.seed, name), member_id=f"{name}-{next(model.ids)}")

@@ -27,7 +27,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class TimeSplit:
-    """Time to stable split as the lab splits it (zkconsumer/lab/noticing.py)."""
+    """Time to stable split as the lab splits it (zkconsumer/lab/rules/noticing.py)."""
 
     noticing_s: float | None  # change -> the last incumbent hearing of it (0 when none had to)
     rebalancing_s: float | None  # the rest

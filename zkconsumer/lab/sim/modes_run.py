@@ -11,7 +11,7 @@ import json
 import resource
 from typing import Any
 
-from zkconsumer.lab.join_cost import original_join_requests
+from zkconsumer.lab.rules.join_cost import original_join_requests
 from zkconsumer.lab.sim.capacity import PROFILES
 from zkconsumer.lab.sim.zk_config import CHURN_KINDS, ZkSimConfig
 from zkconsumer.lab.sim.zk_sim import simulate_zk

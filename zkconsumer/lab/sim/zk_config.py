@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from zkconsumer.lab.naming import name_width
+from zkconsumer.lab.members.naming import name_width
 from zkconsumer.lab.sim.capacity import Capacity
 from zkconsumer.lab.sim.latency import LatencyModel
 from zkconsumer.modes import mode_properties
@@ -60,7 +60,7 @@ class ZkSimConfig:
 
     @property
     def name_width(self) -> int:
-        """Member names padded as the lab pads them (naming.py), so both assign in the same order."""
+        """Member names padded as the lab pads them (members/naming.py), so both assign in the same order."""
         return name_width(self.members + self.joiners - 1)
 
     def __post_init__(self) -> None:

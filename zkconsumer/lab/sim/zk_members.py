@@ -30,7 +30,7 @@ from zkconsumer.lab.sim.zk_env import SimServer, SimZkClient
 from zkconsumer.members import NoFetchers
 from zkconsumer.zookeeper import layout
 
-# Event kinds `accounted_requests` (zkconsumer.lab.join_cost) adds up.
+# Event kinds `accounted_requests` (zkconsumer.lab.rules.join_cost) adds up.
 ACCOUNTED = ("attempt_begin", "release", "claim", "rollback")
 
 

@@ -16,7 +16,7 @@ stable again (docs/simulation.md).
 **Not modelled: connection losses.** A simulated member's connection never drops while its session lives (the
 virtual server answers every request it is sent), so a prediction never holds the requests a real member sends again
 after kazoo dropped its connection and resumed the session (the herd's starved connection threads on a busy host).
-A real run's re-sent requests (zkconsumer/lab/reconnects.py) are in its observed count; the lab summary and the
+A real run's re-sent requests (zkconsumer/lab/rules/reconnects.py) are in its observed count; the lab summary and the
 analysis show them beside it, and the predictions' notes say this.
 """
 
@@ -38,9 +38,9 @@ from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
 from rebalance.events import MemberEvent, MemberState
 from rebalance.subscription import Registration
-from zkconsumer.lab.join_cost import accounted_requests
-from zkconsumer.lab.naming import member_name
-from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
+from zkconsumer.lab.members.naming import member_name
+from zkconsumer.lab.rules.join_cost import accounted_requests
+from zkconsumer.lab.rules.protocol import is_conflict, is_failed_attempt
 from zkconsumer.lab.sim.capacity import Resources
 from zkconsumer.lab.sim.host import collector_paused, long_lived_heap
 from zkconsumer.lab.sim.latency import WIRE_OP
@@ -65,7 +65,7 @@ class ZkPrediction:
     requests: int  # ZooKeeper requests of the change (what the lab's proxy counts)
     requests_by_op: dict[str, int]
     notifications: int
-    accounted_requests: int  # zkconsumer.lab.join_cost.accounted_requests over the members' events
+    accounted_requests: int  # zkconsumer.lab.rules.join_cost.accounted_requests over the members' events
     settled: bool
     time_to_stable_s: float | None
     rebalances: int

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from zkconsumer.lab.analysis.owner_nodes import NODE_EXISTS, OK, OWNER_PATH, OWNERS_FROM_WIRE
-from zkconsumer.lab.protocol_rules import REQUEST, ZK_PROTO, wire_category
+from zkconsumer.lab.rules.protocol import REQUEST, ZK_PROTO, wire_category
 
 Row = dict[str, Any]
 _OWNER = re.compile(OWNER_PATH)

@@ -1,14 +1,14 @@
 """The counts of one run: its wire by member and operation, its members' rebalance events, the identities' requests,
 the noticing split, the epochs the coordinator answered, and the counting gaps.
 
-What is counted is defined in herd.py (the wire, its notifications and the rounds), zkconsumer/lab/noticing.py
-(the noticing split) and zkconsumer/lab/gaps.py (the counting gaps); each function's docstring says what its rows
+What is counted is defined in herd.py (the wire, its notifications and the rounds), zkconsumer/lab/rules/noticing.py
+(the noticing split) and zkconsumer/lab/rules/gaps.py (the counting gaps); each function's docstring says what its rows
 are. Each gives, for this run and row for row, what its namesake in the Spark form the tests hold it equal to gives
 (tests/analysis/spark_oracle/herd.py, notice_split.py and metrics.py).
 
 The wire is most of a run's lines, so it is never turned into one dict per record: the records are grouped by
 every value a rule or a key reads (Arrow's group_by), and the protocol rules, in their Python form
-(protocol_rules.py, noticing.py, gaps.py), are applied once per distinct combination. The member events and
+(rules/protocol.py, rules/noticing.py, rules/gaps.py), are applied once per distinct combination. The member events and
 generation records are few and are read as dicts.
 """
 
@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.per_run.core import Row, attach, change_indexes, conflicted, equals, is_in, picked
-from zkconsumer.lab.noticing import notice_member, split
-from zkconsumer.lab.protocol_rules import (
+from zkconsumer.lab.rules import gaps
+from zkconsumer.lab.rules.noticing import notice_member, split
+from zkconsumer.lab.rules.protocol import (
     GROUP_HEARTBEAT_API,
     REQUEST,
     is_conflict,
@@ -227,7 +227,7 @@ def identity_counts(run: pa.Table, windows: Sequence[Row]) -> Row | None:
     return row
 
 
-# --- the noticing split (zkconsumer/lab/noticing.py) -----------------------------------------------------------
+# --- the noticing split (zkconsumer/lab/rules/noticing.py) -----------------------------------------------------------
 
 _NOTICE_VALUES = ("type", "proto", "kind", "error_name", "api_name", "assigned")
 
@@ -321,7 +321,7 @@ def epoch_rounds(epochs: pa.Table, spans: Sequence[Row], keys: tuple[str, ...],
     return out
 
 
-# --- the counting gaps (zkconsumer/lab/gaps.py) ----------------------------------------------------------------
+# --- the counting gaps (zkconsumer/lab/rules/gaps.py) ----------------------------------------------------------------
 
 def wire_gap_counts(run: pa.Table) -> Row | None:
     """run_id, undecodable_streams, blackholed_requests over the whole run (what tables.with_counting_gaps

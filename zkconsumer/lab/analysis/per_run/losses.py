@@ -1,5 +1,6 @@
 """Connection losses within a ZooKeeper session, per change window and over the churn: the wire's reconnections,
-the members' losses and the requests re-sent after them (zkconsumer/lab/reconnects.py defines each; the lab summary
+the members' losses and the requests re-sent after them (zkconsumer/lab/rules/reconnects.py defines each; the lab
+summary
 counts the same from the same records).
 
 Only the few records the definitions read are taken out of the run as dicts: the members' `connection`,
@@ -15,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zkconsumer.lab import reconnects
 from zkconsumer.lab.analysis.owner_nodes import NODE_EXISTS
 from zkconsumer.lab.analysis.per_run.core import equals, in_window, is_in, picked
+from zkconsumer.lab.rules import reconnects
 
 Row = dict[str, Any]
 COLUMNS = ("zk_reconnections", "connection_losses", "resent_requests", "resent_refused_owners")

@@ -38,7 +38,7 @@ from zkconsumer.lab.analysis.per_run.core import (
     session_closed,
 )
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS
-from zkconsumer.lab.protocol_rules import backs_off
+from zkconsumer.lab.rules.protocol import backs_off
 
 _COLUMNS = ("run_id", "design", "type", "ts", "member", "kind", "partitions", "added", "offsets", "action",
             "members", "proto", "link", "op", "path", "err", "result", "api_name", "error_name")
@@ -374,7 +374,7 @@ def moved(iv: Sequence[Row], spans: Iterable[Row], keys: tuple[str, ...]) -> lis
     differs from the owner at its start (nobody counts as an owner: a partition left unowned moved too).
 
     The start is the state the events before it left, the end the state after the events at it, as
-    zkconsumer/lab/handover.py takes them (its window opens before the record at `settled` and closes after the
+    zkconsumer/lab/rules/handover.py takes them (its window opens before the record at `settled` and closes after the
     one at `done`)."""
     out = []
     for span in spans:

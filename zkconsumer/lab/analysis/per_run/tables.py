@@ -12,18 +12,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from zkconsumer.lab import gaps
 from zkconsumer.lab.analysis.closed_forms import API_COLUMNS
 from zkconsumer.lab.analysis.herd import REBALANCE_TOTALS
 from zkconsumer.lab.analysis.owner_nodes import NOT_REPORTED
 from zkconsumer.lab.analysis.per_run.core import greatest, median
 from zkconsumer.lab.designs import BROKER_SIDE_DESIGNS, ZOOKEEPER_DESIGNS
-from zkconsumer.lab.protocol_rules import HEARTBEAT_APIS, KAFKA_PROTO, NOTIFICATION, REQUEST, ZK_PROTO
+from zkconsumer.lab.rules import gaps
+from zkconsumer.lab.rules.protocol import HEARTBEAT_APIS, KAFKA_PROTO, NOTIFICATION, REQUEST, ZK_PROTO
 
 Row = dict[str, Any]
 PER_CHANGE = ("zk_requests", "zk_notifications", "kafka_requests", "kafka_coordination", "kafka_heartbeats",
               "rebalance_notices")
-# What a change cost the partitions (zkconsumer/lab/handover.py): owners changed, and partitions revoked from a
+# What a change cost the partitions (zkconsumer/lab/rules/handover.py): owners changed, and partitions revoked from a
 # member that got them back; normalised per change like the wire counts
 HANDOVER = ("partitions_moved", "revoked_kept")
 CHANGE_ZEROS = (*PER_CHANGE, *HANDOVER, "overlaps", "overlap_s", "pauses")
@@ -190,7 +190,7 @@ def per_run(info: Row, bounds: Row | None, counts: Sequence[Row], rebalances: Se
 
 def with_counting_gaps(row: Row, found: Row | None) -> Row:
     """`undecodable_streams` and `blackholed_requests` (counts.wire_gap_counts), and `counting_gaps`, the reason the
-    run's counts are incomplete (with `bad_lines`: zkconsumer/lab/gaps.py, the same phrase as the lab summary), or
+    run's counts are incomplete (with `bad_lines`: zkconsumer/lab/rules/gaps.py, the same phrase as the lab summary), or
     null."""
     row["undecodable_streams"] = (found or {}).get("undecodable_streams") or 0
     row["blackholed_requests"] = (found or {}).get("blackholed_requests") or 0

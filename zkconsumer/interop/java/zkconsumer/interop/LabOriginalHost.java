@@ -14,7 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A JVM running lab members of design "original" (LabOriginalMember), driven by zkconsumer/lab/original_driver.py:
+ * A JVM running lab members of design "original" (LabOriginalMember), driven by zkconsumer/lab/drivers/original.py:
  * one member per JVM for --members processes (so SIGKILL, SIGSTOP and SIGTERM reach exactly that member), or up to
  * a few dozen rebalance-only members for --members threads, as zk_member.MemberHost hosts ours.
  *

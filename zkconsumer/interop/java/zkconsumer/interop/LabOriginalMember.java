@@ -26,7 +26,7 @@ import org.apache.zookeeper.ZooKeeper;
  * file), lab.topics ("t1=1,t2=1") and lab.fetch (false: the connector is built with enableFetcher = false, the
  * rebalance-only member of --members threads, as ours runs with NoFetchers).
  *
- * It writes what our members write (zkconsumer/lab/zk_member.py), as far as the original has it: member_events from
+ * It writes what our members write (zkconsumer/lab/members/zk.py), as far as the original has it: member_events from
  * its log lines (LabRebalanceTracker), session ids (the password to its host's control channel only), an assignment
  * record after every successful attempt, one consume record per message handed out (with fetchers), and state closed
  * after shutdown().
@@ -119,7 +119,7 @@ final class LabOriginalMember {
     private void drain(KafkaStream<byte[], byte[]> stream) {
         try {
             for (MessageAndMetadata<byte[], byte[]> m : stream) {
-                // Not batched: a member killed -9 must have reported every message it handed out (zk_member.py).
+                // Not batched: a member killed -9 must have reported every message it handed out (members/zk.py).
                 trace.write("consume", "topic", m.topic(), "partition", m.partition(), "first_offset", m.offset(),
                             "last_offset", m.offset(), "count", 1);
             }

@@ -9,7 +9,7 @@ import java.util.Map;
 /**
  * One lab member's trace file (docs/traces.md, schema version 1): every line a JSON object with v, type, ts (epoch
  * seconds), design "original" and member, flushed as written, so a member killed -9 has lost nothing it reported.
- * The Python side reads these records exactly as it reads our own members' (zkconsumer/lab/original_driver.py).
+ * The Python side reads these records exactly as it reads our own members' (zkconsumer/lab/drivers/original.py).
  */
 final class LabTrace implements AutoCloseable {
     private final PrintStream out;

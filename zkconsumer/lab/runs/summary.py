@@ -4,9 +4,10 @@ The window is the churn: from the `settled` phase (the initial group stable) to 
 change settled). Wire counts are what the proxies saw in that window: ZooKeeper requests (pings and the
 connect handshake excluded) and watch notifications; Kafka group-coordination requests (JoinGroup,
 SyncGroup, LeaveGroup, and the consumer protocol's ConsumerGroupHeartbeats that join, leave or acknowledge:
-protocol_rules.py) with heartbeats counted apart, since they grow with time, not with changes.
+rules/protocol.py) with heartbeats counted apart, since they grow with time, not with changes.
 
-Connection losses (`reconnects.py`): a member's ZooKeeper connection that dropped and resumed its session inside the
+Connection losses (`rules/reconnects.py`): a member's ZooKeeper connection that dropped and resumed its session inside
+the
 window, counted on the wire (`zk_reconnections`) and in the members' events (`connection_losses`), with the requests
 sent again after them (`resent_requests`). A ZooKeeper design's single join of rebalance-only members (`--members
 threads`) without an owner conflict is checked against its closed form (docs/join-cost.md) as
@@ -19,18 +20,17 @@ empty group waits before anything is consumed, which the broker's initial rebala
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from zkconsumer.event_log import LineErrors
-from zkconsumer.lab import gaps, identities, reconnects
 from zkconsumer.lab.designs import FAITHFUL, design_label, is_broker_side, is_zookeeper_design
-from zkconsumer.lab.handover import Handover
-from zkconsumer.lab.noticing import CHANGE_ACTIONS, notice_member, split
-from zkconsumer.lab.protocol_rules import (
+from zkconsumer.lab.rules import gaps, identities, reconnects
+from zkconsumer.lab.rules.handover import Handover
+from zkconsumer.lab.rules.noticing import CHANGE_ACTIONS, notice_member, split
+from zkconsumer.lab.rules.protocol import (
     GROUP_HEARTBEAT_API,
     KAFKA_PROTO,
     NOTIFICATION,
@@ -72,14 +72,15 @@ class RunSummary:
     kafka_by_api: Counter = field(default_factory=Counter)
     kafka_errors: Counter = field(default_factory=Counter)  # "api/ERROR_NAME" of responses with an error code
     stable_s: list[float] = field(default_factory=list)
-    # stable_s split (zkconsumer/lab/noticing.py), one each per stable record: waiting for the incumbents to notice
+    # stable_s split (zkconsumer/lab/rules/noticing.py), one each per stable record: waiting for the incumbents to
+    # notice
     # the change, and the rebalance itself; None where the record's change is not in the window
     noticing_s: list[float | None] = field(default_factory=list)
     rebalancing_s: list[float | None] = field(default_factory=list)
     first_owned_s: float | None = None
     joins: int = 0
     identities: list[identities.Identity] = field(default_factory=list)  # checked where they apply (one join)
-    # Counting gaps over the whole run (zkconsumer/lab/gaps.py): streams the proxies could not decode, requests
+    # Counting gaps over the whole run (zkconsumer/lab/rules/gaps.py): streams the proxies could not decode, requests
     # sent into a blackhole, trace lines the reader skipped
     undecodable: int = 0
     blackholed: int = 0
@@ -88,10 +89,10 @@ class RunSummary:
     process_mode: str | None = None  # members as processes or threads (the manifest's)
     partitions: int = 0  # every partition of the scenario's topics
     owner_conflicts: int = 0  # owner-node creates ZooKeeper refused (NodeExists): a join that raced
-    # Connection losses in the window (reconnects.py): the wire's session reconnections, the members' losses, and
+    # Connection losses in the window (rules/reconnects.py): the wire's session reconnections, the members' losses, and
     # the requests sent again after them (the members' `resent` events and kazoo's watches re-armed on the wire)
     reconnects: reconnects.Reconnects = field(default_factory=reconnects.Reconnects)
-    # What the window cost the partitions (handover.py): owners changed, and partitions revoked from members that
+    # What the window cost the partitions (rules/handover.py): owners changed, and partitions revoked from members that
     # got them back (the stop-the-world of an eager protocol); None where the run cannot tell
     moved: int | None = None
     revoked_kept: int | None = None
@@ -158,7 +159,7 @@ def summarize(run_dir: Path) -> RunSummary:
     generations: set[int] = set()
     first_join: float | None = None
     number = 0
-    changed: dict[int, tuple[float, list[str]]] = {}  # change number (run.py's) -> (its record's ts, members)
+    changed: dict[int, tuple[float, list[str]]] = {}  # change number (case_run.py's) -> (its record's ts, members)
     stables: list[tuple[int, float]] = []  # (change number, duration_s) of each stable record
     notices: list[tuple[float, str]] = []
     handover = Handover()
@@ -289,64 +290,6 @@ def _owns_something(record: dict[str, Any]) -> bool:
     if record["type"] == "member_event":
         return record.get("kind") == "claim" and bool(record.get("ok"))
     return record["type"] == "generation" and record.get("kind") == "assigned" and bool(record.get("partitions"))
-
-
-def summarize_all(out_dir: Path) -> list[RunSummary]:
-    return [summarize(path.parent) for path in sorted(out_dir.glob("**/manifest.json"))]
-
-
-def render(summaries: list[RunSummary]):
-    """A rich Table: one row per run, the per-change columns are what the herd and far-members compare."""
-    from rich.table import Table
-
-    table = Table(title="lab runs (counts per membership change in the churn window)", box=None)
-    for column in ("case", "design", "N", "changes", "rebal", "attempts", "conflicts", "failed", "zk req/chg",
-                   "zk notif/chg", "conn losses", "re-sent/chg", "kafka coord/chg", "moved", "revoked kept",
-                   "1st owned s", "stable s", "notice s", "rebal s", "identities", "done"):
-        table.add_column(column, justify="left" if column in ("case", "design") else "right")
-    for s in summaries:
-        table.add_row(
-            s.case, s.label, str(s.members), str(s.changes), str(s.rebalances), str(s.attempts), str(s.conflicts),
-            str(s.failures), *(fmt(s.per_change(v)) if is_zookeeper_design(s.design) else "-" for v in (s.zk_requests,
-                                                                                               s.zk_notifications)),
-            *_losses(s), fmt(s.per_change(s.kafka_coordination)) if is_broker_side(s.design) else "-",
-            *("-" if v is None else str(v) for v in (s.moved, s.revoked_kept)), fmt(s.first_owned_s),
-            fmt(s.time_to_stable), *map(fmt, s.stable_split), _identities(s),
-            _done(s))
-    return table
-
-
-def _done(s: RunSummary) -> str:
-    """yes; NO (the run did not complete); or "gaps: ..." (it did, but some of its traffic was not counted)."""
-    if not s.completed:
-        return "NO"
-    return f"gaps: {s.counting_gaps}" if s.counting_gaps else "yes"
-
-
-def _losses(s: RunSummary) -> tuple[str, str]:
-    """Connection losses (the members'; "3≠5 wire" where the wire saw other reconnections) and the requests re-sent
-    after them, per change: "-" for a design whose members have no ZooKeeper connection."""
-    if not is_zookeeper_design(s.design):
-        return "-", "-"
-    found = s.reconnects
-    losses = str(found.losses) if found.agree else f"{found.losses}≠{found.reconnections} wire"
-    return losses, fmt(s.per_change(found.re_sent))
-
-
-def _identities(s: RunSummary) -> str:
-    """"5 hold", "FAIL ..." naming each that failed; a request identity attributed to connection losses is named
-    whether it holds or not ("1 hold: formula F + re-sent R after N connection losses = measured M")."""
-    if s.identities_hold is None:
-        return "-"
-    failed = [str(i) for i in s.identities if not i.holds]
-    if failed:
-        return "FAIL " + ", ".join(failed)
-    attributed = [str(i) for i in s.identities if isinstance(i, identities.RequestIdentity) and i.attributed]
-    return f"{len(s.identities)} hold" + (": " + ", ".join(attributed) if attributed else "")
-
-
-def median_of(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def fmt(value: float | None) -> str:

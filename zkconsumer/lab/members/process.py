@@ -5,7 +5,7 @@ is a graceful leave; SIGKILL kills and SIGSTOP pauses, which the driver sends to
 
     settings ──parse──▶ trace opened ──start──▶ running ──stop asked, or the member ended──▶ stopped, trace closed
 
-The members themselves (coordinator_member.py, librdkafka_member.py, java_member.py) differ in their client only.
+The members themselves (members/coordinator.py, members/librdkafka.py, members/java.py) differ in their client only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the lab's orchestrator needs from a design: the interface both runners implement, and the shared
 environment (servers, proxies, run directory) they run in.
 
-The orchestrator (`zkconsumer.lab.run`) owns the clock: it starts the environment, asks the driver to start
+The orchestrator (`zkconsumer.lab.runs.case_run`) owns the clock: it starts the environment, asks the driver to start
 the initial members, waits until `stable()`, applies the scenario's churn steps at their times, waits for
 stability after each, and stops everything. A driver owns its members (threads or OS processes) and reports
 what they do as trace records; it never decides timing.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from zkconsumer.event_log import LineErrors, line_error, read_json_lines
-from zkconsumer.lab.scenario import Case
+from zkconsumer.lab.scenarios.loading import Case
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
 
 log = logging.getLogger(__name__)

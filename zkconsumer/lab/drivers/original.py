@@ -1,5 +1,5 @@
 """The lab's design "original": Kafka 0.8.2.2's own ZookeeperConsumerConnector on the ZooKeeper design, measured
-exactly as this project's connector is (zkconsumer/lab/zk_driver.py).
+exactly as this project's connector is (zkconsumer/lab/drivers/zk.py).
 
 Members are JVMs running `zkconsumer.interop.LabOriginalHost` (compiled by `zkconsumer.interop.original.build()`):
 one member per JVM with `--members processes`, so that SIGKILL, SIGSTOP/SIGCONT and SIGTERM (a real
@@ -26,10 +26,10 @@ from typing import Any
 
 from zkconsumer.embedded.process import java_executable
 from zkconsumer.interop import original
-from zkconsumer.lab.driver import LabEnvironment
-from zkconsumer.lab.host_process import HostProcess
-from zkconsumer.lab.zk_driver import ZkDriver
-from zkconsumer.lab.zk_member import ZkMemberSettings
+from zkconsumer.lab.drivers.host_process import HostProcess
+from zkconsumer.lab.drivers.interface import LabEnvironment
+from zkconsumer.lab.drivers.zk import ZkDriver
+from zkconsumer.lab.members.zk import ZkMemberSettings
 
 log = logging.getLogger(__name__)
 HOST_MAIN = "zkconsumer.interop.LabOriginalHost"

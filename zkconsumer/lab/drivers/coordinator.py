@@ -40,15 +40,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from zkconsumer.embedded.process import wait_or_kill
 from zkconsumer.errors import InputError
-from zkconsumer.lab.coordinator_member import CLOSE_TIMEOUT_MS, CoordinatorMember, CoordinatorMemberSettings
 from zkconsumer.lab.designs import DESIGNS, canonical, missing_client
-from zkconsumer.lab.driver import LabEnvironment, TraceTail
+from zkconsumer.lab.drivers.interface import LabEnvironment, TraceTail
+from zkconsumer.lab.members.coordinator import CLOSE_TIMEOUT_MS, CoordinatorMember, CoordinatorMemberSettings
 from zkconsumer.lab.trace import TraceWriter
 
 if TYPE_CHECKING:
     # Imported where used: one needs confluent-kafka, the other a JDK, which the eager design does not.
-    from zkconsumer.lab.java_member import JavaMemberSettings
-    from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
+    from zkconsumer.lab.members.java import JavaMemberSettings
+    from zkconsumer.lab.members.librdkafka import LibrdkafkaMemberSettings
 
 log = logging.getLogger(__name__)
 PROCESS_MODES = ("processes", "threads")
@@ -83,8 +83,8 @@ class MemberKind(Enum):
     @property
     def module(self) -> str:
         """The member's process entry point (`python -m MODULE SETTINGS_JSON`)."""
-        return {MemberKind.EAGER: "zkconsumer.lab.coordinator_member",
-                MemberKind.CONSUMER_JAVA: "zkconsumer.lab.java_member"}.get(self, "zkconsumer.lab.librdkafka_member")
+        return {MemberKind.EAGER: "zkconsumer.lab.members.coordinator",
+                MemberKind.CONSUMER_JAVA: "zkconsumer.lab.members.java"}.get(self, "zkconsumer.lab.members.librdkafka")
 
     @property
     def has_generations(self) -> bool:
@@ -500,13 +500,13 @@ class CoordinatorDriver:
             return _Launch(name, self.kind.module, eager.to_json(),
                            eager.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 10,
                            lambda trace: CoordinatorMember(eager, trace))
-        from zkconsumer.lab.java_member import JavaMemberSettings
+        from zkconsumer.lab.members.java import JavaMemberSettings
 
         if isinstance(settings, JavaMemberSettings):
             java = settings
             return _Launch(name, self.kind.module, java.to_json(), java.stop_bound_s + 10, _no_thread_member,
                            java.pid_path)
-        from zkconsumer.lab.librdkafka_member import LibrdkafkaMember
+        from zkconsumer.lab.members.librdkafka import LibrdkafkaMember
 
         librdkafka = settings
         return _Launch(name, self.kind.module, librdkafka.to_json(), librdkafka.stop_bound_s + 10,
@@ -517,7 +517,7 @@ class CoordinatorDriver:
         env = self._env()
         c = env.case.scenario.coordinator
         if self.kind is MemberKind.CONSUMER_JAVA:
-            from zkconsumer.lab.java_member import JavaMemberSettings
+            from zkconsumer.lab.members.java import JavaMemberSettings
 
             # The session and the heartbeat are the broker's here too (its group.consumer.* settings).
             return JavaMemberSettings(
@@ -528,7 +528,7 @@ class CoordinatorDriver:
                 enable_auto_commit=env.case.scenario.coordinator_auto_commit,
                 auto_commit_interval_ms=env.case.scenario.coordinator_commit_interval_ms)
         if self.kind is not MemberKind.EAGER:
-            from zkconsumer.lab.librdkafka_member import LibrdkafkaMemberSettings
+            from zkconsumer.lab.members.librdkafka import LibrdkafkaMemberSettings
 
             classic = self.kind is MemberKind.COOPERATIVE
             return LibrdkafkaMemberSettings(

@@ -1,6 +1,6 @@
 """One lab member of the cooperative or the consumer-protocol design: a librdkafka consumer (confluent-kafka) in
 the run's group, reporting what its rebalance callbacks hand it as the same trace records the eager design's
-kafka-python member writes (coordinator_member.py), so the analysis reads every broker-side member alike.
+kafka-python member writes (members/coordinator.py), so the analysis reads every broker-side member alike.
 
     protocol "cooperative"  the classic protocol (JoinGroup/SyncGroup) with `partition.assignment.strategy =
                             cooperative-sticky` (KIP-429): a rebalance revokes only the partitions that move, and a
@@ -10,7 +10,7 @@ kafka-python member writes (coordinator_member.py), so the analysis reads every 
                             ConsumerGroupHeartbeat responses; the session and heartbeat are the broker's settings
                             (`group.consumer.session.timeout.ms`, `group.consumer.heartbeat.interval.ms`)
 
-In a thread (`LibrdkafkaMember.start()`) or as an OS process (`python -m zkconsumer.lab.librdkafka_member
+In a thread (`LibrdkafkaMember.start()`) or as an OS process (`python -m zkconsumer.lab.members.librdkafka
 SETTINGS_JSON`, or `-` to read the JSON from stdin's first line), which SIGTERM, SIGINT, a `stop` line on stdin or
 the end of stdin stop gracefully (the consumer's close: revoke, commit, leave), SIGKILL kills and SIGSTOP pauses.
 
@@ -48,9 +48,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from zkconsumer.lab.coordinator_member import _Batches
-from zkconsumer.lab.member_process import JsonSettings, run_member
-from zkconsumer.lab.server_info import read_exactly
+from zkconsumer.lab.members.coordinator import _Batches
+from zkconsumer.lab.members.process import JsonSettings, run_member
+from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.trace import TraceWriter
 from zkconsumer.lab.wire import kafka_codec
 from zkconsumer.lab.wire.tcp import host_port
@@ -397,9 +397,9 @@ class LibrdkafkaMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
+    """Process entry point (members/process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
     # the protocol names the design: "cooperative" or "consumer" (designs.py)
-    return run_member("zkconsumer.lab.librdkafka_member", argv, LibrdkafkaMemberSettings.from_json,
+    return run_member("zkconsumer.lab.members.librdkafka", argv, LibrdkafkaMemberSettings.from_json,
                       lambda s: s.protocol, LibrdkafkaMember, lambda m: m.stop())
 
 if __name__ == "__main__":

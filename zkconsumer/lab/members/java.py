@@ -1,14 +1,14 @@
 """One lab member of the consumer-java design: Kafka's own Java consumer (kafka-clients 4.x, `group.protocol =
 consumer`, KIP-848) in a JVM of its own (zkconsumer/interop/java_consumer.py), in the run's group, reporting what
-its rebalance listener is handed as the same trace records the librdkafka member writes (librdkafka_member.py), so
+its rebalance listener is handed as the same trace records the librdkafka member writes (members/librdkafka.py), so
 the analysis reads both clients of the consumer protocol alike.
 
-Only as an OS process (`python -m zkconsumer.lab.java_member SETTINGS_JSON`, or `-` to read the JSON from stdin's
+Only as an OS process (`python -m zkconsumer.lab.members.java SETTINGS_JSON`, or `-` to read the JSON from stdin's
 first line): this wrapper, which writes the trace, and the JVM it starts. SIGTERM, SIGINT, a `stop` line on stdin
 or the end of stdin stop gracefully (the JVM's close: revoke, leave with member epoch -1). The JVM reads a pipe
 from this wrapper on its stdin and closes the consumer when it ends, so a wrapper killed -9 by anyone leaves no JVM
 behind. The lab's own kill and pause must reach the consumer itself, not only its wrapper: the wrapper writes the
-JVM's pid to `jvm_pid_path`, and the driver (coordinator.py) sends SIGKILL, SIGSTOP and SIGCONT there first.
+JVM's pid to `jvm_pid_path`, and the driver (drivers/coordinator.py) sends SIGKILL, SIGSTOP and SIGCONT there first.
 
 The Java listener is handed incremental partitions, as librdkafka's callbacks are (the consumer protocol's
 reconciliation, ConsumerMembershipManager in kafka-clients), and the JVM driver (ModernConsumerDriver.java) keeps
@@ -46,8 +46,8 @@ from typing import Any
 
 from zkconsumer.interop.java_consumer import STOP_GRACE_S, JavaConsumerMember
 from zkconsumer.interop.original import InteropError
-from zkconsumer.lab.coordinator_member import _Batches
-from zkconsumer.lab.member_process import JsonSettings, run_member
+from zkconsumer.lab.members.coordinator import _Batches
+from zkconsumer.lab.members.process import JsonSettings, run_member
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -227,9 +227,9 @@ class JavaMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin).
+    """Process entry point (members/process.py): settings as one JSON argument (or `-`: the first line of stdin).
     No JDK or a failed compile ends it with one line that names the fix."""
-    return run_member("zkconsumer.lab.java_member", argv, JavaMemberSettings.from_json, lambda _: DESIGN, JavaMember,
+    return run_member("zkconsumer.lab.members.java", argv, JavaMemberSettings.from_json, lambda _: DESIGN, JavaMember,
                       lambda m: m.stop(), start_errors=(InteropError,))
 
 if __name__ == "__main__":

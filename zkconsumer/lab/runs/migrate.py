@@ -22,8 +22,8 @@ import logging
 import threading
 from typing import Any
 
-from zkconsumer.lab.coordinator import CoordinatorDriver
-from zkconsumer.lab.driver import DesignDriver, LabEnvironment
+from zkconsumer.lab.drivers.coordinator import CoordinatorDriver
+from zkconsumer.lab.drivers.interface import DesignDriver, LabEnvironment
 
 log = logging.getLogger(__name__)
 SUFFIX = "-c"  # a migrated member's name: the scenario's member name plus this

@@ -21,17 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from zkconsumer.admin import alter_partitions, create_topic
-from zkconsumer.lab import kraft_topics
 from zkconsumer.lab.designs import FAITHFUL, MODE_DESIGN, design_label
-from zkconsumer.lab.driver import DesignDriver, LabEnvironment
-from zkconsumer.lab.load import LoadProducer, wait_drained
-from zkconsumer.lab.migrate import MigratingDriver, has_migrate
-from zkconsumer.lab.naming import member_name, name_width
-from zkconsumer.lab.run_links import MemberLinks
-from zkconsumer.lab.run_stability import POLL_S, ChangeTracker
-from zkconsumer.lab.run_state import LabRunError, RunState, check_transition
-from zkconsumer.lab.scenario import Case
-from zkconsumer.lab.servers import LabServers, SinkRouter
+from zkconsumer.lab.drivers.interface import DesignDriver, LabEnvironment
+from zkconsumer.lab.members.naming import member_name, name_width
+from zkconsumer.lab.runs import kraft_topics
+from zkconsumer.lab.runs.links import MemberLinks
+from zkconsumer.lab.runs.load import LoadProducer, wait_drained
+from zkconsumer.lab.runs.migrate import MigratingDriver, has_migrate
+from zkconsumer.lab.runs.servers import LabServers, SinkRouter
+from zkconsumer.lab.runs.stability import POLL_S, ChangeTracker
+from zkconsumer.lab.runs.state import LabRunError, RunState, check_transition
+from zkconsumer.lab.scenarios.loading import Case
 from zkconsumer.lab.trace import RunDirectory
 from zkconsumer.lab.wire.mntr import MntrSampler
 from zkconsumer.lab.wire.tcp import host_port
@@ -50,14 +50,14 @@ __all__ = ["CaseRun", "LabRunError", "RunState", "make_driver"]
 
 def make_driver(design: str, process_mode: str, mode: str = FAITHFUL) -> DesignDriver:
     if design == "zk":
-        from zkconsumer.lab.zk_driver import ZkDriver
+        from zkconsumer.lab.drivers.zk import ZkDriver
 
         return ZkDriver(process_mode, mode_properties(mode))
     if design == "original":
-        from zkconsumer.lab.original_driver import OriginalDriver
+        from zkconsumer.lab.drivers.original import OriginalDriver
 
         return OriginalDriver(process_mode)
-    from zkconsumer.lab.coordinator import CoordinatorDriver, MemberKind
+    from zkconsumer.lab.drivers.coordinator import CoordinatorDriver, MemberKind
 
     # the broker-side designs: one driver, its members' client chosen once by the design
     return CoordinatorDriver(process_mode, MemberKind.for_design(design))
@@ -66,7 +66,7 @@ def make_driver(design: str, process_mode: str, mode: str = FAITHFUL) -> DesignD
 class CaseRun:
     """Runs `case` on `design` into `out_dir`; `run()` returns the run directory's path.
 
-    Its state (`RunState`, run_state.py) moves only forward, through `_transition`, which refuses a move the graph
+    Its state (`RunState`, runs/state.py) moves only forward, through `_transition`, which refuses a move the graph
     below lacks (so `run()` runs once). The manifest's `status` is the state it ends in::
 
         CREATED ─run()─► SETUP ─driver up─► STARTING ─t = 0─► CHURN ─duration over─► DRAINING
@@ -95,7 +95,7 @@ class CaseRun:
         self.mode = mode
         label = design_label(design, mode)
         self.servers = servers
-        # The broker this design's members talk to (the KRaft one for the newer protocols, servers.py).
+        # The broker this design's members talk to (the KRaft one for the newer protocols, runs/servers.py).
         self.side = servers.side(design)
         self.scenario = case.scenario
         self.process_mode = process_mode or self.scenario.group.process_mode
@@ -103,7 +103,7 @@ class CaseRun:
         self.run_id = f"{case.case_id}-{label}-{uuid.uuid4().hex[:6]}"
         # A mode's run records its name and properties; the faithful mode's manifest is as before modes existed.
         modal = {} if mode == FAITHFUL else {"mode": mode, "mode_properties": mode_properties(mode)}
-        if group_settings != "same":  # lab run --settings shipped (shipped.py): the design's own defaults
+        if group_settings != "same":  # lab run --settings shipped (rules/shipped.py): the design's own defaults
             modal["group_settings"] = group_settings
         self.rundir = RunDirectory.create(out_dir / case.case_id / label, scenario=self.scenario.name,
                                        case=case.case_id, design=design, seed=case.seed, repeat=case.repeat,
@@ -112,7 +112,7 @@ class CaseRun:
                                        scenario_definition=self.scenario.model_dump(mode="json"),
                                        servers=servers.describe(design), **modal)
         if design == "original":  # what the members ran, as the jar names it (the manifest's `versions`)
-            from zkconsumer.lab.original_driver import original_version
+            from zkconsumer.lab.drivers.original import original_version
 
             self.rundir.manifest["versions"]["kafka_original"] = original_version()
             self.rundir.save()
@@ -126,7 +126,7 @@ class CaseRun:
                                      self.rundir.path / "logs", self._stop)
         self._next_member = 0
         indices = [self.scenario.group.members - 1, *(i for step in case.steps for i in step.members)]
-        self._name_width = name_width(max(indices))  # names padded alike in every run of the case (naming.py)
+        self._name_width = name_width(max(indices))  # names padded alike in every run of the case (members/naming.py)
         self._load: LoadProducer | None = None
 
     # --- the run ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Time to stable split in two: waiting for the incumbents to notice a change, and the rebalance itself.
 
-A change (a join, a leave, a kill, ...) is recorded before it is made (zkconsumer/lab/run.py), and its time to
+A change (a join, a leave, a kill, ...) is recorded before it is made (zkconsumer/lab/runs/case_run.py), and its time to
 stable runs from that record to the last member's own record of the settled state. Inside it:
 
 - noticing: from the change to the moment the last incumbent heard of it. An incumbent is a member that the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # REBALANCE_NOTICE and TARGET_API are imported from here by the analysis (and its Spark oracle)
-from zkconsumer.lab.protocol_rules import (  # noqa: F401
+from zkconsumer.lab.rules.protocol import (  # noqa: F401
     KAFKA_PROTO,
     NOTIFICATION,
     REBALANCE_NOTICE,
@@ -38,7 +38,7 @@ from zkconsumer.lab.protocol_rules import (  # noqa: F401
 )
 
 # Membership records that start a change the orchestrator times: each adds max(1, members) to the change number
-# that `stable` records name (zkconsumer/lab/run.py).
+# that `stable` records name (zkconsumer/lab/runs/case_run.py).
 CHANGE_ACTIONS = ("join", "leave", "kill", "expire", "add_partitions", "resume", "pause", "migrate")
 REJOIN_API = "JoinGroup"
 

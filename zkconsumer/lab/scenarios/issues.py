@@ -13,7 +13,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from zkconsumer.errors import UserError
-from zkconsumer.lab.scenario_model import ACTIONS, Scenario
+from zkconsumer.lab.scenarios.model import ACTIONS, Scenario
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 

@@ -9,26 +9,24 @@ sweep value by sweep value, so a sweep over that setting restarts it once per va
 
 A caller that owns running `LabServers` (the test suite's one embedded set) passes them as `servers`: the session
 then starts and stops none, and only reconfigures their brokers as above. Runs stay apart on shared servers as on
-the session's own (run.py: a group and topics of their own per run; proxies route each record to its run).
+the session's own (case_run.py: a group and topics of their own per run; proxies route each record to its run).
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from zkconsumer.errors import InputError, UserError
+from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import FAITHFUL, KRAFT_DESIGNS, MODE_DESIGN, broker_kind, design_label
-from zkconsumer.lab.run import CaseRun
-from zkconsumer.lab.scenario import Case, Scenario, expand_cases
-from zkconsumer.lab.scenario_model import Sweep
-from zkconsumer.lab.servers import LabServers, broker_settings, kraft_settings
-from zkconsumer.lab.shipped import GroupSettings, case_for
-from zkconsumer.lab.summary import RunSummary, render, summarize
+from zkconsumer.lab.rules.shipped import GroupSettings, case_for
+from zkconsumer.lab.runs.case_run import CaseRun
+from zkconsumer.lab.runs.servers import LabServers, broker_settings, kraft_settings
+from zkconsumer.lab.runs.summary import RunSummary, summarize
+from zkconsumer.lab.scenarios.loading import Case, Scenario, expand_cases
+from zkconsumer.lab.scenarios.model import Sweep
 
 log = logging.getLogger(__name__)
 
@@ -152,39 +150,3 @@ class LabSession:
         if taken:
             raise InputError(f"--out {self.out_dir} already holds results ({taken[0].relative_to(self.out_dir)}): "
                              "give another --out, or remove the directory")
-
-    def run_cli(self) -> list[RunSummary]:
-        """`run` with a rich progress bar and the summary table; Ctrl-C stops everything and exits 130."""
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        console = Console(stderr=True)
-        self.refuse_taken_out()  # before the progress bar: the error is the only line
-
-        def interrupt(_signum: int, _frame: object) -> None:
-            raise KeyboardInterrupt  # SIGTERM and SIGHUP clean up like Ctrl-C: nothing may outlive the run
-
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, interrupt)
-        total = len(self.cases) * len(self.runs_of_case())
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        try:
-            with Progress(*columns, console=console, transient=False) as bar:
-                task = bar.add_task(f"{self.scenario.name}", total=total)
-
-                def progress(text: str | None) -> None:
-                    if text is None:
-                        bar.advance(task)
-                    else:
-                        bar.update(task, description=text[:80])
-
-                summaries = self.run(progress)
-        except KeyboardInterrupt:
-            console.print(f"interrupted: every process stopped; the current run is marked incomplete in {self.out_dir}")
-            sys.exit(130)
-        except UserError as exc:  # a run, or a server the lab starts, failed, or --out is taken: one line
-            console.print(f"error: {exc}")
-            sys.exit(1)
-        Console(width=200).print(render(summaries))
-        print(f"results: {self.out_dir}")
-        return summaries

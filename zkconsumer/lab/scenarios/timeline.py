@@ -8,8 +8,8 @@ import heapq
 import random
 from typing import Any
 
-from zkconsumer.lab.scenario_issues import Issue, plural_members, secs
-from zkconsumer.lab.scenario_model import (
+from zkconsumer.lab.scenarios.issues import Issue, plural_members, secs
+from zkconsumer.lab.scenarios.model import (
     MEMBER_ACTIONS,
     AddPartitions,
     Delay,

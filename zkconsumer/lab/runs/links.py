@@ -5,7 +5,7 @@ member there, and the delays a scenario puts on those links ([[network]] rules, 
 
 from __future__ import annotations
 
-from zkconsumer.lab.scenario_model import Scenario
+from zkconsumer.lab.scenarios.model import Scenario
 from zkconsumer.lab.wire.kafka import KafkaProxy
 from zkconsumer.lab.wire.zk import ZkProxy
 

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.lab.driver import DesignDriver
-from zkconsumer.lab.noticing import CHANGE_ACTIONS
-from zkconsumer.lab.run_state import LabRunError
+from zkconsumer.lab.drivers.interface import DesignDriver
+from zkconsumer.lab.rules.noticing import CHANGE_ACTIONS
+from zkconsumer.lab.runs.state import LabRunError
 from zkconsumer.lab.trace import TraceWriter
 
 POLL_S = 0.05

@@ -2,7 +2,7 @@
 broker's group coordinator hands it as trace records.
 
 In a thread (`CoordinatorMember.start()` in the orchestrator's process) or as an OS process
-(`python -m zkconsumer.lab.coordinator_member SETTINGS_JSON`, or `-` to read the JSON from stdin's first
+(`python -m zkconsumer.lab.members.coordinator SETTINGS_JSON`, or `-` to read the JSON from stdin's first
 line), which SIGTERM, SIGINT, a `stop` line on stdin or the end of stdin stop gracefully (LeaveGroup), SIGKILL
 kills and SIGSTOP pauses. The member writes its own trace file: `generation` records (assigned / revoked /
 lost, from its rebalance listener), an `assignment` record after each assignment, and what it consumed as
@@ -38,7 +38,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-from zkconsumer.lab.member_process import JsonSettings, run_member
+from zkconsumer.lab.members.process import JsonSettings, run_member
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -346,9 +346,9 @@ class CoordinatorMember:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Process entry point (member_process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
+    """Process entry point (members/process.py): settings as one JSON argument (or `-`: the first line of stdin)."""
     # kafka-python's DEBUG logs every request: the proxy counts those already.
-    return run_member("zkconsumer.lab.coordinator_member", argv, CoordinatorMemberSettings.from_json,
+    return run_member("zkconsumer.lab.members.coordinator", argv, CoordinatorMemberSettings.from_json,
                       lambda _: "coordinator", CoordinatorMember,
                       lambda m: m.stop(timeout=m.settings.settle_bound_s + CLOSE_TIMEOUT_MS / 1000 + 5),
                       quiet=("kafka",))

@@ -104,7 +104,7 @@ def coordinator_join(incumbents: int, by_api: dict[str, int], generations: int) 
 @dataclass(frozen=True)
 class RequestIdentity(Identity):
     """A ZooKeeper design's requests of one join against its closed form (docs/join-cost.md), with what connection
-    losses in the window sent again (reconnects.py). Without a loss it is the plain formula; with losses it reads
+    losses in the window sent again (rules/reconnects.py). Without a loss it is the plain formula; with losses it reads
     "formula F + re-sent R after N connection losses = measured M" and holds iff F + R = M, and only where the
     wire's reconnections equal the members' connection losses (else the extra requests are not attributed)."""
 
@@ -135,7 +135,8 @@ class RequestIdentity(Identity):
 
 def zk_join(formula: int, measured: int, resent: int = 0, losses: int = 0, reconnections: int = 0,
             name: str = "ZooKeeper requests") -> RequestIdentity:
-    """The request identity of one join on a ZooKeeper design: `formula` the closed form (join_cost.py), `measured`
+    """The request identity of one join on a ZooKeeper design: `formula` the closed form (rules/join_cost.py),
+    `measured`
     the wire's requests of the window, `resent`, `losses` and `reconnections` what reconnects.count found there."""
     return RequestIdentity(name, formula + resent, measured, formula=formula, resent=resent, losses=losses,
                            reconnections=reconnections)

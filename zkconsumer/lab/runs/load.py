@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from zkconsumer.lab.driver import TraceTail
+from zkconsumer.lab.drivers.interface import TraceTail
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from typing import Any
 
 from zkconsumer.config import ConfigError, ConsumerConfig
 from zkconsumer.lab.designs import is_broker_side
-from zkconsumer.lab.scenario_issues import Issue, render_path, secs
-from zkconsumer.lab.scenario_model import (
+from zkconsumer.lab.scenarios.issues import Issue, render_path, secs
+from zkconsumer.lab.scenarios.model import (
     AddPartitions,
     Delay,
     Expire,

@@ -49,7 +49,7 @@ from typing import Any
 
 from zkconsumer.lab.wire.jute import ERRORS
 
-RESENT = "resent"  # the lab member's event kind for one request sent again (zk_member.py)
+RESENT = "resent"  # the lab member's event kind for one request sent again (members/zk.py)
 OWNERS, IDS = "/owners/", "/ids/"
 # The requests a member sends after ZooKeeper refuses its re-sent create with NodeExists, by the node's kind: an
 # owner node is read once (is it ours?); a registration's owner is read and its data refreshed.

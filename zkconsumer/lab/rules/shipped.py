@@ -24,7 +24,7 @@ import dataclasses
 from typing import Literal
 
 from zkconsumer.lab.designs import is_consumer_protocol
-from zkconsumer.lab.scenario_model import Case
+from zkconsumer.lab.scenarios.model import Case
 
 GroupSettings = Literal["same", "shipped"]
 SETTINGS: tuple[str, ...] = ("same", "shipped")

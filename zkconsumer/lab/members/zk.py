@@ -1,12 +1,13 @@
 """One ZooKeeper-design lab member: this project's connector, reporting everything as trace records.
 
-As an OS process (`python -m zkconsumer.lab.zk_member SETTINGS_JSON`), which SIGTERM or the end of its stdin (the
+As an OS process (`python -m zkconsumer.lab.members.zk SETTINGS_JSON`), which SIGTERM or the end of its stdin (the
 lab is gone) stops gracefully (a leave), SIGKILL kills, and SIGSTOP pauses; or as a thread of a member host
-(`MemberHost`, `python -m zkconsumer.lab.zk_member --host NAME`): one process running up to a few dozen rebalance-
+(`MemberHost`, `python -m zkconsumer.lab.members.zk --host NAME`): one process running up to a few dozen rebalance-
 only members (`fetch=False`) as threads, driven by JSON-lines commands on its stdin (the lab's `--members threads`).
 The member writes to its own trace file: every `MemberEvent` as a `member_event`, its ZooKeeper session id, each
 message it consumed as a `consume` record, each request its ZooKeeper client sent again after a failed send
-(`resent`: zkconsumer/lab/reconnects.py), and its ZooKeeper operation counters when it ends. The session's password,
+(`resent`: zkconsumer/lab/rules/reconnects.py), and its ZooKeeper operation counters when it ends. The session's
+password,
 which the lab needs to force a real server-side expiry, goes to the driver over the member's control channel only
 (`SessionChannel`; a host's replies for its members), never into a trace or a log.
 """
@@ -31,7 +32,7 @@ from kazoo.handlers.utils import selector_select
 
 from rebalance.events import EventKind, MemberEvent
 from zkconsumer.config import ConsumerConfig
-from zkconsumer.lab.member_process import StopRequest
+from zkconsumer.lab.members.process import StopRequest
 from zkconsumer.lab.trace import TraceWriter
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,8 @@ class ZkMember:
             self._write_session()
 
     def _on_resend(self, op: str, path: str, after: str) -> None:
-        # one request sent again after its send failed (a connection loss): the lab's `resent` kind (reconnects.py)
+        # one request sent again after its send failed (a connection loss): the lab's `resent` kind
+        # (rules/reconnects.py)
         self.trace.write("member_event", member=self.settings.name, kind="resent", op=op, path=path, after=after)
 
     def _write_session(self) -> None:

@@ -41,7 +41,7 @@ from zkconsumer.embedded.process import EmbeddedError, ProcessRecord
 from zkconsumer.embedded.zookeeper import ZooKeeperEnsemble
 from zkconsumer.errors import InputError
 from zkconsumer.lab.designs import BrokerKind, broker_kind
-from zkconsumer.lab.server_info import (
+from zkconsumer.lab.runs.server_info import (
     CONSUMER_GROUP_SETTINGS,
     broker_info,
     wait_group_coordinator,

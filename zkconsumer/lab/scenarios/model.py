@@ -24,7 +24,7 @@ from pydantic import (
 
 from zkconsumer.config import ConsumerConfig
 from zkconsumer.lab.designs import DEFAULT_DESIGNS, canonical
-from zkconsumer.lab.scenario_selectors import MemberSelector, NetworkSelector, Selector
+from zkconsumer.lab.scenarios.selectors import MemberSelector, NetworkSelector, Selector
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -240,7 +240,7 @@ class Scenario(_Model):
     repeats: int = Field(1, ge=1, le=100)
     seed: int = Field(0, ge=0)
     settle_timeout: float = Field(30.0, gt=0, le=600)
-    # The initial group's own bound (each of its waves, run.py): None is settle_timeout. Starting many members
+    # The initial group's own bound (each of its waves, runs/case_run.py): None is settle_timeout. Starting many members
     # takes longer than any change they then make, and longer still on a busy machine.
     start_timeout: float | None = Field(None, gt=0, le=3600)
     zk_servers: int = Field(1, ge=1, le=9)

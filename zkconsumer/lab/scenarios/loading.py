@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from zkconsumer.lab.designs import DESIGNS
-from zkconsumer.lab.scenario_issues import Issue, ScenarioError, render_path, translate
-from zkconsumer.lab.scenario_model import (
+from zkconsumer.lab.scenarios.issues import Issue, ScenarioError, render_path, translate
+from zkconsumer.lab.scenarios.model import (
     ACTIONS,
     MEMBER_ACTIONS,
     SWEEP_AXES,
@@ -28,9 +28,9 @@ from zkconsumer.lab.scenario_model import (
     Step,
     flatten,
 )
-from zkconsumer.lab.scenario_rules import static_issues, sweep_issues, zk_issues
-from zkconsumer.lab.scenario_selectors import Selector
-from zkconsumer.lab.scenario_timeline import resolve_steps
+from zkconsumer.lab.scenarios.rules import static_issues, sweep_issues, zk_issues
+from zkconsumer.lab.scenarios.selectors import Selector
+from zkconsumer.lab.scenarios.timeline import resolve_steps
 
 __all__ = [
     "ACTIONS", "DESIGNS", "SWEEP_AXES", "Case", "Issue", "Scenario", "ScenarioError", "Selector", "Step",
@@ -115,7 +115,7 @@ def expand_cases(scenario: Scenario) -> list[Case]:
 # --- shipped scenarios ------------------------------------------------------------------------------------
 
 def _shipped_dir() -> Any:
-    return resources.files("zkconsumer.lab") / "scenarios"
+    return resources.files("zkconsumer.lab.scenarios")
 
 
 def shipped_names() -> list[str]:

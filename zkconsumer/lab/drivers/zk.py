@@ -24,10 +24,10 @@ from typing import Any
 
 from rebalance.assignors import get_assignor
 from rebalance.convergence import check_convergence
-from zkconsumer.lab.driver import LabEnvironment, TraceTail
-from zkconsumer.lab.host_process import HOST_STOP_S, STOP_S, HostProcess
-from zkconsumer.lab.protocol_rules import is_conflict, is_failed_attempt
-from zkconsumer.lab.zk_member import SessionChannel, ZkMemberSettings, settings_json
+from zkconsumer.lab.drivers.host_process import HOST_STOP_S, STOP_S, HostProcess
+from zkconsumer.lab.drivers.interface import LabEnvironment, TraceTail
+from zkconsumer.lab.members.zk import SessionChannel, ZkMemberSettings, settings_json
+from zkconsumer.lab.rules.protocol import is_conflict, is_failed_attempt
 from zkconsumer.zookeeper.client import ZkClient
 from zkconsumer.zookeeper.expiry import expire_session
 from zkconsumer.zookeeper.group import read_group_snapshot
@@ -54,7 +54,7 @@ class _ProcessMember:
         self.log_file = open(log_path, "a", encoding="utf-8")  # closed in close()
         # stdin is a pipe the member reads to its end: when this process dies, however, the member leaves. stdout is
         # its control channel (its session credentials), stderr its log.
-        self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.zk_member", settings_json(settings)],
+        self.proc = subprocess.Popen([PYTHON, "-m", "zkconsumer.lab.members.zk", settings_json(settings)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log_file,
                                      text=True, encoding="utf-8")
         self.channel = SessionChannel(self.proc.stdout, settings.name)
@@ -89,12 +89,12 @@ class _ProcessMember:
 
 
 class _MemberHost(HostProcess):
-    """A member-host process (`python -m zkconsumer.lab.zk_member --host`): JSON-lines commands."""
+    """A member-host process (`python -m zkconsumer.lab.members.zk --host`): JSON-lines commands."""
 
     def __init__(self, name: str, log_path: Path) -> None:
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
         # The log path is on the command line so that a leftover host is found by its results directory.
-        super().__init__(name, log_path, [PYTHON, "-m", "zkconsumer.lab.zk_member", "--host", name, level,
+        super().__init__(name, log_path, [PYTHON, "-m", "zkconsumer.lab.members.zk", "--host", name, level,
                                           str(log_path)])
 
     def join(self, settings: ZkMemberSettings) -> None:
@@ -328,7 +328,7 @@ class ZkDriver:
 
     def _new_member(self, settings: ZkMemberSettings) -> Any:
         """A started member: its own process, or a thread of a member host. The original design's driver
-        overrides this and `_new_host` (zkconsumer/lab/original_driver.py); everything else is shared."""
+        overrides this and `_new_host` (zkconsumer/lab/drivers/original.py); everything else is shared."""
         if self.process_mode == "processes":
             return _ProcessMember(settings, self._env().run.log_path(settings.name))
         return _ThreadMember(self._host_for(), settings)

@@ -13,8 +13,8 @@ from helpers import unique, wait_for
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.wire import BLACKHOLE, RESET, KafkaProxy, KafkaRecord
+from zkconsumer.lab.wire.frames import read_exactly
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 import pytest
 from helpers import unique, wait_for
 
-from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.wire import C2S, S2C, Counters, KafkaProxy, KafkaRecord, KafkaStreamDecoder, RecordCollector
 from zkconsumer.lab.wire import kafka_codec as codec
+from zkconsumer.lab.wire.frames import read_frame
 
 # ---- a tiny encoder of flexible versions, from the schemas ---------------------------------------------------------
 
@@ -341,7 +341,7 @@ def describe(port: int, group: str, version: int, correlation_id: int) -> codec.
     """One raw ConsumerGroupDescribe through the proxy, decoded by the codec under test."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(frame(describe_request(version, [group], correlation_id)))
-        payload = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
+        payload = read_frame(sock)
     return codec.decode_consumer_group_describe_response(payload, version)
 
 

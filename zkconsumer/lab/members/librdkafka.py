@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import struct
 import sys
 import threading
 import time
@@ -50,9 +49,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from zkconsumer.lab.members.coordinator import _Batches
 from zkconsumer.lab.members.process import JsonSettings, run_member
-from zkconsumer.lab.runs.server_info import read_exactly
 from zkconsumer.lab.trace import TraceWriter
 from zkconsumer.lab.wire import kafka_codec
+from zkconsumer.lab.wire.frames import read_frame
 from zkconsumer.lab.wire.tcp import host_port
 
 log = logging.getLogger(__name__)
@@ -181,7 +180,7 @@ def require_consumer_protocol(settings: LibrdkafkaMemberSettings) -> None:
     try:
         with socket.create_connection(host_port(first), timeout=_PROBE_TIMEOUT_S) as sock:
             sock.sendall(request.encode(header=True, framed=True))
-            payload = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
+            payload = read_frame(sock)
     except OSError as exc:
         log.warning("lab member %s: could not ask %s for its APIs (%s); librdkafka will retry", settings.name,
                     first, exc)

@@ -21,6 +21,7 @@ from kafka.errors import KafkaError
 
 from zkconsumer.embedded.process import EmbeddedError, four_letter_word
 from zkconsumer.lab.wire import kafka_codec
+from zkconsumer.lab.wire.frames import read_frame
 from zkconsumer.lab.wire.tcp import host_port
 
 log = logging.getLogger(__name__)
@@ -124,24 +125,13 @@ def wait_group_coordinator(bootstrap: str, timeout: float = 60.0) -> None:
 def _call(sock: socket.socket, request: Any, correlation_id: int) -> dict[str, Any]:
     request.with_header(correlation_id=correlation_id, client_id="lab-server-info")
     sock.sendall(request.encode(header=True, framed=True))
-    payload = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
+    payload = read_frame(sock)
     if struct.unpack_from(">i", payload)[0] != correlation_id:
         raise ValueError("a response to another request")
     cls = kafka_codec.response_class(request.API_KEY, request.API_VERSION)
     if cls is None:
         raise ValueError(f"kafka-python has no response class for api {request.API_KEY} v{request.API_VERSION}")
     return cls.decode(payload[4:], version=request.API_VERSION).to_dict(json=False)
-
-
-def read_exactly(sock: socket.socket, size: int) -> bytes:
-    """`size` bytes from `sock`; ConnectionError if the peer closes first."""
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return data
 
 
 def servers_line(manifest: dict[str, Any]) -> str | None:

@@ -94,6 +94,24 @@ def reversed_edges(root: Path) -> list[Import]:
             if i.file.startswith(where) and any(_under(i.module, t) for t in targets)]
 
 
+# Inside the lab, the rooms a room stands on (docs/architecture.md): the rules, scenarios and wire decoding are read by
+# every other room and read none of them; members are started by drivers, which runs orchestrate, never the other way.
+_ABOVE = ("runs", "drivers", "members", "analysis", "sim", "chaos", "lesson")
+LAB_ROOMS_NEVER_IMPORT = {
+    "zkconsumer/lab/rules/": _ABOVE,
+    "zkconsumer/lab/scenarios/": _ABOVE,
+    "zkconsumer/lab/wire/": _ABOVE,
+    "zkconsumer/lab/members/": tuple(r for r in _ABOVE if r != "members"),
+    "zkconsumer/lab/drivers/": tuple(r for r in _ABOVE if r not in ("drivers", "members")),
+}
+
+
+def lab_rooms_upwards(root: Path) -> list[Import]:
+    """An import from a lab room of one it must not stand on (LAB_ROOMS_NEVER_IMPORT)."""
+    return [i for i in all_imports(root) for where, rooms in LAB_ROOMS_NEVER_IMPORT.items()
+            if i.file.startswith(where) and any(_under(i.module, f"zkconsumer.lab.{room}") for room in rooms)]
+
+
 def importers(root: Path, wanted) -> set[str]:
     return {i.file for i in all_imports(root) if wanted(i.module)}
 
@@ -186,6 +204,19 @@ def test_the_cli_names_only_its_listed_lab_entry_points() -> None:
 def test_rebalance_and_fetcher_manager_never_import_upwards() -> None:
     found = reversed_edges(ROOT)
     assert not found, "an import against the layers (zkconsumer -> rebalance -> fetcher_manager):\n" + _show(found)
+
+
+def test_the_lab_rooms_import_only_the_rooms_below_them() -> None:
+    found = lab_rooms_upwards(ROOT)
+    assert not found, "a lab room imports one above it (docs/architecture.md):\n" + _show(found)
+
+
+def test_a_lab_room_importing_upwards_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"zkconsumer/lab/members/zk.py": "from zkconsumer.lab.runs.server_info import f\n",
+                            "zkconsumer/lab/drivers/zk.py": "from zkconsumer.lab.members import zk\n",
+                            "zkconsumer/lab/rules/gaps.py": "def f():\n    import zkconsumer.lab.analysis.job\n",
+                            "zkconsumer/lab/runs/session.py": "from zkconsumer.lab.drivers import zk\n"})
+    assert _files(lab_rooms_upwards(root)) == ["zkconsumer/lab/members/zk.py", "zkconsumer/lab/rules/gaps.py"]
 
 
 def test_only_the_named_modules_import_kazoo() -> None:

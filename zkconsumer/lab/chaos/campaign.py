@@ -38,6 +38,7 @@ from zkconsumer.lab.chaos.observer import GroupObserver
 from zkconsumer.lab.chaos.prescribed import converged
 from zkconsumer.lab.members.zk import ZkMemberSettings
 from zkconsumer.lab.runs.load import LoadProducer, wait_drained
+from zkconsumer.lab.runs.state import RunState
 from zkconsumer.lab.trace import RunDirectory, TraceWriter
 from zkconsumer.modes import mode_properties
 
@@ -136,27 +137,28 @@ class Campaign:
         self.run = run = RunDirectory.create(self.out, scenario="chaos", design="zk", seed=s.seed, run_id=self.out.name,
                                              campaign=s.describe())
         trace = run.trace("campaign", "zk")
-        status, error = "failed", None
+        status, error = RunState.FAILED, None
         try:
             with nullcontext(self.cluster) if self.cluster else ChaosCluster(run.path / "servers") as cluster:
                 cluster.create_topic(s.topic, s.partitions)
                 status = self._run(cluster, trace)
-                error = None if status == "completed" else status
+                error = None if status is RunState.COMPLETED else status.value
         except KeyboardInterrupt:
-            status, error = "interrupted", "interrupted"
+            status, error = RunState.INTERRUPTED, "interrupted"
         except Exception as exc:
             log.exception("chaos: the campaign failed")
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            trace.write("campaign", phase="end", settings=s.describe(), status=status,
+            trace.write("campaign", phase="end", settings=s.describe(), status=status.value,
                         faults_applied=self.faults_applied)
             trace.close()
-            run.finish(status if status in ("completed", "interrupted") else "failed", error=error,
+            ended = status if status in (RunState.COMPLETED, RunState.INTERRUPTED) else RunState.FAILED
+            run.finish(ended.value, error=error,
                        faults_applied=self.faults_applied)
         return run.path
 
-    def _run(self, cluster: ChaosCluster, trace: TraceWriter) -> str:
+    def _run(self, cluster: ChaosCluster, trace: TraceWriter) -> RunState:
         s, run = self.settings, self.run
         assert run is not None
         trace.write("campaign", phase="start", settings=s.describe())
@@ -171,7 +173,7 @@ class Campaign:
                                     trace_path=str(run.path / "traces" / f"{name}.jsonl"))
 
         members = ChaosMembers(trace, member_settings, run.path / "logs", cluster.direct_zookeeper)
-        status = "completed"
+        status = RunState.COMPLETED
         try:
             for i in range(s.members):
                 members.start(f"m{i}")
@@ -187,7 +189,7 @@ class Campaign:
             except Exception as exc:  # its unacknowledged messages are in no `produce` record: not audited
                 log.warning("chaos: the load's last messages were not all acknowledged: %s", exc)
             try:
-                if status != "interrupted":
+                if status is not RunState.INTERRUPTED:
                     wait_drained(run.path / "traces", dict(load.ranges.last), DRAIN_S)
             finally:
                 load_trace.close()
@@ -196,7 +198,7 @@ class Campaign:
         return status
 
     def _faults(self, cluster: ChaosCluster, members: ChaosMembers, observer: GroupObserver,
-                trace: TraceWriter) -> str:
+                trace: TraceWriter) -> RunState:
         s = self.settings
         plan = f.plan_faults(s.faults, s.seed, s.session_timeout_s, s.kinds)
         nemesis = Nemesis(cluster, members, trace, random.Random(f"{s.seed}/targets"), s.group, s.topic, s.partitions,
@@ -204,7 +206,7 @@ class Campaign:
         began = time.monotonic()
         for spec in plan:
             if self.stop.is_set():
-                return "interrupted"
+                return RunState.INTERRUPTED
             if s.duration_s is not None and time.monotonic() - began >= s.duration_s:
                 log.info("chaos: --duration spent after %d faults", self.faults_applied)
                 break
@@ -217,7 +219,7 @@ class Campaign:
             self.progress(f"[{time.monotonic() - began:6.0f} s] fault {spec.fault_id}/{len(plan)} {spec.kind}: "
                           f"{what if applied else 'skipped (no target)'}")
             self.stop.wait(RECOVERY_S)
-        return "interrupted" if self.stop.is_set() else "completed"
+        return RunState.INTERRUPTED if self.stop.is_set() else RunState.COMPLETED
 
     def _await_converged(self, observer: GroupObserver, members: ChaosMembers, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -1,5 +1,6 @@
-"""The states of one lab run (``run.CaseRun``), the transitions between them, and the error a run that cannot
-complete raises. The diagram is in ``CaseRun``'s docstring; ``TRANSITIONS`` is the same graph as data.
+"""The states of one lab run (``case_run.CaseRun``), the transitions between them, and the error a run that cannot
+complete raises. The diagram is in ``CaseRun``'s docstring; ``TRANSITIONS`` is the same graph as data. A fault
+campaign (chaos/campaign.py) ends in the same terminal states.
 """
 
 from __future__ import annotations

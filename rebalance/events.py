@@ -197,6 +197,12 @@ class EventBus:
         return event
 
 
-def partition_key(topic: str, partition: int) -> str:
+def format_partition_key(topic: str, partition: int) -> str:
     """`topic/partition`: how events name a partition (JSON objects need string keys)."""
     return f"{topic}/{partition}"
+
+
+def parse_partition_key(key: str) -> tuple[str, int]:
+    """`topic/partition` back to (topic, partition); '/' cannot occur in a topic name, so the last one splits."""
+    topic, _, partition = key.rpartition("/")
+    return topic, int(partition)

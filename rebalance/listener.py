@@ -22,7 +22,7 @@ from rebalance.assignment import Assignment, AssignmentContext, ConsumerThreadId
 from rebalance.assignors import PartitionAssignor
 from rebalance.attempts import Attempt, FaithfulAttempt
 from rebalance.bindings import StreamBindings
-from rebalance.events import EventBus, EventKind, MemberState, check_transition, partition_key
+from rebalance.events import EventBus, EventKind, MemberState, check_transition, format_partition_key
 from rebalance.listener_types import (
     AttemptResult,
     ConsumerRebalanceFailedError,
@@ -424,7 +424,7 @@ class ZKRebalancerListener:
     def fetchers_stopped(self, partitions: Iterable[TopicPartition]) -> None:
         """Report that this member stopped fetching `partitions` (the FETCHERS_STOPPED event, emitted only here)."""
         self.events.emit(EventKind.FETCHERS_STOPPED,
-                         partitions=[partition_key(tp.topic, tp.partition) for tp in sorted(partitions)])
+                         partitions=[format_partition_key(tp.topic, tp.partition) for tp in sorted(partitions)])
 
     def before_releasing_partitions(self, partitions: list[TopicPartition] | None = None) -> None:
         """The user's callback, with `partitions` by topic (all that this member owns unless given)."""
@@ -505,6 +505,6 @@ class ZKRebalancerListener:
         """Fetch these; `more` (incremental ownership): as well as those kept, whose fetchers never stopped."""
         log.info("%s: fetching started for %d %spartitions", self.consumer_id, len(infos), "more " if more else "")
         self.events.emit(EventKind.FETCHERS_STARTED, offsets={
-            partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
+            format_partition_key(tp.topic, tp.partition): info.consumed_offset for tp, info in sorted(infos.items())})
         if infos:
             (self.fetchers.add_partitions if more else self.fetchers.start_connections)(list(infos.values()))

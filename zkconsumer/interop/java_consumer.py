@@ -28,10 +28,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rebalance.events import parse_partition_key
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import EmbeddedError, java_executable
 from zkconsumer.interop import jvm_member, original
-from zkconsumer.interop.jvm_member import JVM_FLAGS, InteropError, JvmMember, partition_key
+from zkconsumer.interop.jvm_member import JVM_FLAGS, InteropError, JvmMember
 
 # Re-exported: callers name the release the drivers are compiled for from here.
 JAVAC_RELEASE = jvm_member.JAVAC_RELEASE
@@ -112,7 +113,7 @@ class ConsumedBatch:
 
 
 def _partitions(keys: Iterable[str]) -> frozenset[tuple[str, int]]:
-    return frozenset(partition_key(k) for k in keys)
+    return frozenset(parse_partition_key(k) for k in keys)
 
 
 class JavaConsumerMember(JvmMember):

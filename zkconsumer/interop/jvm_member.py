@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
+from rebalance.events import parse_partition_key
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import EmbeddedError
 
@@ -43,12 +44,6 @@ def find_javac(compiles: str) -> str:
         raise InteropError("javac not found on PATH (or JAVA_HOME): install a JDK 17, e.g. apt-get install "
                            f"openjdk-17-jdk-headless; it compiles {compiles}")
     return candidate
-
-
-def partition_key(key: str) -> tuple[str, int]:
-    """'topic/partition' (the drivers' JSON keys; '/' cannot occur in a topic name) -> (topic, partition)."""
-    topic, _, partition = key.rpartition("/")
-    return topic, int(partition)
 
 
 @dataclass(frozen=True)
@@ -197,7 +192,7 @@ class JvmMember:
                               f"commit {ident}")
         if event["event"] == "error":
             raise InteropError(f"{self._label}: commit failed: {event['error']}")
-        return {partition_key(k): v for k, v in event["offsets"].items()}
+        return {parse_partition_key(k): v for k, v in event["offsets"].items()}
 
     def wait_for(self, predicate: Callable[[dict], bool], timeout: float, what: str = "an event",
                  since: int = 0) -> dict:

@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rebalance.events import parse_partition_key
 from zkconsumer.embedded import jvm
 from zkconsumer.embedded.process import java_executable
 from zkconsumer.interop import jvm_member
-from zkconsumer.interop.jvm_member import JVM_FLAGS, InteropError, JvmMember, partition_key
+from zkconsumer.interop.jvm_member import JVM_FLAGS, InteropError, JvmMember
 
 # Re-exported: callers name the release the drivers are compiled for from here.
 JAVAC_RELEASE = jvm_member.JAVAC_RELEASE
@@ -144,7 +145,7 @@ class OriginalMember(JvmMember):
             self._messages.append(OriginalMessage(event["topic"], event["partition"], event["offset"],
                                                   event["stream"], event["key_size"], event["value_size"]))
         elif event["event"] == "owned":
-            self._owned = {partition_key(k): v for k, v in event["partitions"].items()}
+            self._owned = {parse_partition_key(k): v for k, v in event["partitions"].items()}
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def run_assignor_oracle(cases: Iterable[OracleCase], workdir: Path, timeout: flo
         if row.get("case") is None:
             raise InteropError(f"the assignor oracle rejected a case: {row.get('error')}")
         results[row["case"]] = {
-            consumer: ({partition_key(k): v for k, v in outcome["assignment"].items()}
+            consumer: ({parse_partition_key(k): v for k, v in outcome["assignment"].items()}
                        if "assignment" in outcome else outcome["error"])
             for consumer, outcome in row["consumers"].items()
         }

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zkconsumer.lab.lesson.model import Step, code_ref, partition_key
+from zkconsumer.lab.lesson.model import Step, code_ref, partition_order
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
 from zkconsumer.lab.members.coordinator import CoordinatorMember
 from zkconsumer.lab.rules.protocol import is_coordination_request, is_heartbeat
@@ -65,7 +65,7 @@ class CoordinatorSteps:
         self.records = records
         self.members = members_in(records)
         self.partitions = sorted({p for r in records if r["type"] in ("generation", "assignment")
-                                  for p in r.get("partitions", ())}, key=partition_key)
+                                  for p in r.get("partitions", ())}, key=partition_order)
         self.replay = Replay(design, window, self.initial_state())
         self.replay.counter("coordination", "coordination requests")
         self.replay.counter("heartbeats", "heartbeats")

@@ -149,7 +149,7 @@ def n_partitions(n: int) -> str:
     return f"{n} partition" + ("" if n == 1 else "s")
 
 
-def partition_key(p: str) -> tuple[str, int]:
+def partition_order(p: str) -> tuple[str, int]:
     """Sort `topic/partition` names by topic, then partition number."""
     topic, _, number = p.rpartition("/")
     return topic, int(number) if number.isdigit() else -1

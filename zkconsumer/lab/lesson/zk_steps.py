@@ -20,7 +20,7 @@ from rebalance.listener import ZKRebalancerListener
 from rebalance.offsets import OffsetCheckpoints
 from rebalance.ownership import Ownership
 from zkconsumer.connector import ZookeeperConsumerConnector
-from zkconsumer.lab.lesson.model import Step, code_ref, member_of_thread, partition_key, short_thread, znode
+from zkconsumer.lab.lesson.model import Step, code_ref, member_of_thread, partition_order, short_thread, znode
 from zkconsumer.lab.lesson.replay import Replay, Window, members_in
 from zkconsumer.lab.runs.case_run import CaseRun
 from zkconsumer.lab.runs.stability import ChangeTracker
@@ -70,7 +70,7 @@ class ZkSteps:
         self.design = design  # a ZooKeeper design (designs.py): this one's steps, or the original's
         self.records = records
         self.members = members_in(records)
-        self.partitions = sorted(self._all_partitions(), key=partition_key)
+        self.partitions = sorted(self._all_partitions(), key=partition_order)
         initial = {"ids": {}, "owners": {}, "offsets": {}, "consumed": {}, "members": {m: {"status": "not started"}
                                                                         for m in self.members}, "notified": []}
         self.replay = Replay(design, window, initial)

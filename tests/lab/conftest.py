@@ -33,10 +33,11 @@ CHROOT = "/lab-proxied-kafka"
 
 
 @dataclass
-class ProxiedKafka:
-    broker: KafkaBroker
+class _BehindProxy:
+    """A broker whose MEMBERS listener advertises `proxy_port`, where a test puts its counting proxy."""
+
+    broker: KafkaBroker | KRaftBroker
     proxy_port: int  # what the MEMBERS listener advertises
-    zookeeper: str  # the broker's zookeeper.connect (its own chroot)
 
     @property
     def members_upstream(self) -> tuple[str, int]:
@@ -49,18 +50,12 @@ class ProxiedKafka:
 
 
 @dataclass
-class KRaftKafka:
-    broker: KRaftBroker
-    proxy_port: int  # what the MEMBERS listener advertises
+class ProxiedKafka(_BehindProxy):
+    zookeeper: str  # the broker's zookeeper.connect (its own chroot)
 
-    @property
-    def members_upstream(self) -> tuple[str, int]:
-        return "127.0.0.1", self.broker.listeners[0].port
 
-    @property
-    def direct(self) -> str:
-        """The DIRECT listener: admin and producers whose requests must not be counted."""
-        return self.broker.bootstrap
+class KRaftKafka(_BehindProxy):
+    """The session's KRaft broker (`kraft_broker`)."""
 
 
 def create_topic(bootstrap: str, prefix: str, partitions: int) -> str:

@@ -141,7 +141,7 @@ def _analyze(spark: SparkSession, runs: list[RunInfo], out_dir: Path, predict_to
         _release(traces)
         write(chaos_held)
     if not runs:
-        data = ReportData([], [], [], [], [], [], [], chaos=chaos, notes=versions)
+        data = ReportData(chaos=chaos, notes=versions)
         return AnalysisResult(out_dir, render(data, out_dir / "report.html"), paths, len(campaigns), 0, 0,
                               time.monotonic() - began)
     log.info("analysing %d runs", len(runs))

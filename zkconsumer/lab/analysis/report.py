@@ -56,13 +56,13 @@ class Timeline:
 
 @dataclass
 class ReportData:
-    runs: list[dict[str, Any]]
-    changes: list[dict[str, Any]]
-    fits: list[dict[str, Any]]
-    pauses: list[dict[str, Any]]  # design, pause_s (inside the churn)
-    timelines: list[Timeline]
-    trace_errors: list[dict[str, Any]]  # files with bad lines
-    overlaps: list[dict[str, Any]]  # the longest ones
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    fits: list[dict[str, Any]] = field(default_factory=list)
+    pauses: list[dict[str, Any]] = field(default_factory=list)  # design, pause_s (inside the churn)
+    timelines: list[Timeline] = field(default_factory=list)
+    trace_errors: list[dict[str, Any]] = field(default_factory=list)  # files with bad lines
+    overlaps: list[dict[str, Any]] = field(default_factory=list)  # the longest ones
     title: str = "zkconsumer lab analysis"
     notes: list[str] = field(default_factory=list)
     predictions: list[dict[str, Any]] = field(default_factory=list)  # sweep rows (zkconsumer.lab.sim.sweep)

@@ -5,7 +5,7 @@ checked against.
     python -m zkconsumer.lab.sim.calibrate fit --only kafka /tmp/herd-both          # refits the Kafka tables only
     python -m zkconsumer.lab.sim.calibrate real /tmp/herd-threads                    # per-change counts, as JSON
 
-`--only` keeps the other design's tables (and their source) from the file it rewrites: for when one server
+`--only` keeps the other wire family's tables (and their source) from the file it rewrites: for when one server
 changed and the other did not.
 
 `fit` keeps only runs without injected network delay (no `[[network]]` rule with a delay, e.g. far-members at
@@ -129,26 +129,28 @@ def fit_tables(roots: Iterable[Path], window: str = "run") -> dict[str, Any]:
             ts = record.get("ts") or 0.0
             if found is None or (start is not None and ts < start) or (end is not None and ts > end):
                 continue
-            design, op, latency = found
-            samples[design][op].append(latency)
+            family, op, latency = found
+            samples[family][op].append(latency)
     return {
         "source": f"lab wire records (latency_ms) of runs without injected delay, window: {window}; servers: "
                   f"{'; '.join(sorted(servers)) or 'none'}",
         "runs": used,
-        "samples": {design: {op: len(v) for op, v in sorted(ops.items())} for design, ops in samples.items()},
-        **{design: {op: quantiles(v) for op, v in sorted(ops.items())} for design, ops in samples.items()},
+        "samples": {family: {op: len(v) for op, v in sorted(ops.items())} for family, ops in samples.items()},
+        **{family: {op: quantiles(v) for op, v in sorted(ops.items())} for family, ops in samples.items()},
     }
 
 
-def merge_tables(old: dict[str, Any], new: dict[str, Any], design: str) -> dict[str, Any]:
-    """`old` with `design`'s tables, sample counts and runs replaced by `new`'s; `source` names both fits."""
-    kept = "kafka" if design == "zk" else "zk"
-    sources = old.get("sources") or {kept: old.get("source"), design: None}
-    runs = old.get("runs_by_design") or {kept: old.get("runs", []), design: []}
-    merged = {**old, design: new[design], "samples": {kept: old["samples"][kept], design: new["samples"][design]},
-              "sources": {kept: sources[kept], design: new["source"]},
-              "runs_by_design": {kept: runs[kept], design: new["runs"]}}
-    merged["source"] = f"{design}: {new['source']}; {kept}: {sources[kept]}"
+def merge_tables(old: dict[str, Any], new: dict[str, Any], family: str) -> dict[str, Any]:
+    """`old` with one wire family's tables, sample counts and runs replaced by `new`'s; `source` names both fits.
+    A file written before the key was `runs_by_family` has it as `runs_by_design`: it is read, and written anew."""
+    kept = "kafka" if family == "zk" else "zk"
+    sources = old.get("sources") or {kept: old.get("source"), family: None}
+    runs = old.get("runs_by_family") or old.get("runs_by_design") or {kept: old.get("runs", []), family: []}
+    merged = {k: v for k, v in old.items() if k != "runs_by_design"}
+    merged.update({family: new[family], "samples": {kept: old["samples"][kept], family: new["samples"][family]},
+                   "sources": {kept: sources[kept], family: new["source"]},
+                   "runs_by_family": {kept: runs[kept], family: new["runs"]}})
+    merged["source"] = f"{family}: {new['source']}; {kept}: {sources[kept]}"
     merged["runs"] = sorted({*runs[kept], *new["runs"]})
     return merged
 
@@ -176,13 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("roots", nargs="+", type=Path)
     fit.add_argument("--out", type=Path, default=TABLES_PATH)
     fit.add_argument("--window", choices=("run", "churn"), default="run")
-    fit.add_argument("--only", choices=("zk", "kafka"), default=None, help="refit one design's tables only")
+    fit.add_argument("--only", choices=("zk", "kafka"), default=None, help="refit one wire family's tables only")
     real = sub.add_parser("real", help="print the lab's per-change counts as JSON")
     real.add_argument("roots", nargs="+", type=Path)
     args = parser.parse_args(argv)
     if args.command == "fit":
         tables = fit_tables(args.roots, args.window)
-        if not all(tables[design] for design in ([args.only] if args.only else ["zk", "kafka"])):
+        if not all(tables[family] for family in ([args.only] if args.only else ["zk", "kafka"])):
             print("no usable wire records found", file=sys.stderr)
             return 1
         if args.only:

@@ -39,17 +39,18 @@ WIRE_OP = {"get_data": "getData", "get_children": "getChildren", "exists": "exis
 @functools.cache
 def _load_tables(path: str) -> dict[str, dict[str, tuple[float, ...]]]:
     raw = json.loads(Path(path).read_text())
-    return {design: {op: tuple(q) for op, q in raw[design].items()} for design in ("zk", "kafka")}
+    return {family: {op: tuple(q) for op, q in raw[family].items()} for family in ("zk", "kafka")}
 
 
-def default_tables(design: str) -> Mapping[str, tuple[float, ...]]:
-    """The packaged quantile tables (ms) of one design: "zk" (by opcode) or "kafka" (by API)."""
-    return _load_tables(str(TABLES_PATH))[design]
+def default_tables(family: str) -> Mapping[str, tuple[float, ...]]:
+    """The packaged quantile tables (ms) of one wire family: "zk" (ZooKeeper, by opcode) or "kafka" (by API). A
+    family is the protocol the requests speak, not a lab design: every broker-side design's requests are "kafka"."""
+    return _load_tables(str(TABLES_PATH))[family]
 
 
-def load_tables(path: Path, design: str = "zk") -> Mapping[str, tuple[float, ...]]:
+def load_tables(path: Path, family: str = "zk") -> Mapping[str, tuple[float, ...]]:
     """Tables written by `calibrate fit --out PATH` (e.g. fitted from one run, to compare with that run)."""
-    return _load_tables(str(path))[design]
+    return _load_tables(str(path))[family]
 
 
 @functools.cache

@@ -8,7 +8,14 @@ beside the same case run faithfully (Kafka 0.8.2's `ZKRebalancerListener.rebalan
   refuses a group of faithful members to a newcomer;
 - a wait of claim on deletion or of the barrier ends the attempt VIEW_CHANGED on a newer trigger, and the next
   attempt starts at once (no backoff) from the new view;
-- incremental ownership: the exact requests of one rebalance after a join, per operation, against faithful.
+- incremental ownership: the exact requests of one rebalance after a join, per operation, against faithful;
+- the bounds and outcomes of the waits (docs/modes.md): a claim on deletion waits the backoff in all, across its
+  rounds, and a failed one rolls back every claim of the attempt; a barrier nobody acknowledges is a conflict
+  after 10 backoffs; a fetcher that does not let go of a lost partition makes incremental ownership stop every
+  fetcher as 0.8.2 does, without holding the rebalance up; incremental alone never waits for an owner node;
+- what a mode leaves behind: the barrier's acknowledgement of a view the member left, the requests of claim on
+  deletion without a conflict, the fetchers of kept partitions under incremental ownership;
+- the barrier's refusal, word for word, and that a member already in the group owning nothing stands aside.
 
 The other members are registrations only (written by the admin session): they never rebalance, so each case is
 exactly the one written here.
@@ -58,7 +65,8 @@ class Member:
     ZooKeeper session, one stream per subscribed topic and every event recorded."""
 
     def __init__(self, memory_group, group: str, consumer_id: str, *, topics: dict[str, int] | None = None,
-                 modes: ModeSettings = FAITHFUL, backoff_ms: int = 20, max_retries: int = 4) -> None:
+                 modes: ModeSettings = FAITHFUL, backoff_ms: int = 20, max_retries: int = 4,
+                 fetchers: NoFetchers | None = None) -> None:
         topics = topics or {"t": 1}
         self.client = MemoryZkClient(memory_group.server, log_id=consumer_id).start()
         self.store = ZkGroupStore(self.client, group)
@@ -74,7 +82,7 @@ class Member:
         self.listener = ZKRebalancerListener(
             RebalanceSettings(consumer_id, max_retries=max_retries, backoff_ms=backoff_ms, auto_commit=False,
                               modes=modes),
-            self.store, RangeAssignor(), NoFetchers(), bindings, Ownership(self.store, consumer_id, events),
+            self.store, RangeAssignor(), fetchers or NoFetchers(), bindings, Ownership(self.store, consumer_id, events),
             OffsetCheckpoints(self.store, consumer_id, events=events), events=events)
         self.waiting = threading.Event()  # set when an opt-in wait (claim on deletion, barrier) begins
         wait_until = self.listener.wait_until
@@ -303,3 +311,189 @@ def test_incremental_rebalance_after_a_join_sends_exactly_these_requests_against
         "get_data": fixed_reads + 1,  # the newcomer's registration only; no offset: it gains nothing
         "delete": 1,  # only what it loses; kept partitions are neither released nor claimed
     }
+
+
+def test_a_claim_that_meets_its_owner_node_again_rolls_back_every_claim_of_the_attempt_within_the_backoff(
+        memory_group, members):
+    """Claim on deletion: t/0 is claimed in the first round; t/1's stale owner node goes, but comes back before the
+    second round claims it. The attempt waits no longer than the backoff in all, then is a conflict (nothing
+    changed in the group) that leaves no owner node of ours behind, t/0's included, so nobody waits for it."""
+    admin = memory_group.admin
+    memory_group.topic("t", 2)
+    stale = layout.owner_path("g", "t", 1)
+    admin.create(stale, b"g_z-0", ephemeral=True)
+    backoff_ms = 300
+    m = members("g", "g_m", topics={"t": 2}, modes=CLAIM_ON_DELETION, backoff_ms=backoff_ms)
+    t0_owner_after_conflict: list = []
+
+    def owner_node_comes_back(event) -> None:
+        # on the member's thread, between its wait for the deletion and its next round of claims
+        if event.kind == "owner_gone" and len(m.of("owner_gone")) == 1:  # recorded already: subscribed first
+            admin.create(stale, b"g_z-0", ephemeral=True)
+        elif event.kind == "attempt_end" and event.data["result"] == "conflict":
+            t0_owner_after_conflict.append(admin.exists(layout.owner_path("g", "t", 0)))
+            admin.delete(stale)  # the next attempt finds t/1 free
+
+    m.listener.events.subscribe(owner_node_comes_back)
+    m.start_rebalance()
+    wait_for(m.waiting.is_set, WAIT_S, message="g_m waits for t/1's owner node")
+    admin.delete(stale)
+    m.finish_rebalance()
+    assert m.results() == ["conflict", "ok"]
+    assert m.of("owner_gone") == [{"topic": "t", "partition": 1}]
+    assert [(c["partition"], c["ok"]) for c in m.of("claim")] == [(0, True), (1, False), (1, False),
+                                                                   (0, True), (1, True)]
+    assert m.of("rollback") == [{"topic": "t", "partition": 0}]
+    assert t0_owner_after_conflict == [False], "the failed attempt left its claim of t/0 behind"
+    stats = m.listener.stats
+    assert (stats.attempts, stats.failed_attempts, stats.conflicts) == (2, 1, 1)
+    # the second wait had only what was left of the one backoff (docs/modes.md), not a wait of its own
+    assert m.of("attempt_end")[0]["duration_ms"] < 3 * backoff_ms
+    assert m.owned() == [("t", 0), ("t", 1)]
+
+
+def test_a_barrier_nobody_else_acknowledges_is_a_conflict_after_ten_backoffs(memory_group, members):
+    """docs/modes.md: the barrier waits at most 10 backoffs for the others, then the attempt fails as a conflict
+    would (the view did not change), and the next attempt comes after the backoff."""
+    admin = memory_group.admin
+    memory_group.topic("t", 2)
+    register(admin, "g", "g_b", registration({"t": 1}, BARRIER), 1.0)  # a barrier member that never acknowledges
+    backoff_ms = 50
+    m = members("g", "g_m", modes=BARRIER, backoff_ms=backoff_ms)
+
+    def it_leaves_after_the_first_attempt(event) -> None:
+        if event.kind == "attempt_end" and event.data["attempt"] == 0:
+            admin.delete(layout.registration_path("g", "g_b"))
+
+    m.listener.events.subscribe(it_leaves_after_the_first_attempt)
+    m.start_rebalance()
+    m.finish_rebalance()
+    assert m.results() == ["conflict", "ok"]
+    assert 0.9 * 10 * backoff_ms <= m.of("attempt_end")[0]["duration_ms"] < WAIT_S * 1000 / 2
+    stats = m.listener.stats
+    assert (stats.attempts, stats.failed_attempts, stats.conflicts) == (2, 1, 1)
+    assert [(b["view_members"], b["acked"]) for b in m.of("barrier")] == [(2, 1), (1, 1)]
+    assert m.owned() == [("t", 0), ("t", 1)]
+
+
+def test_a_barrier_member_withdraws_its_acknowledgement_of_the_view_it_left(memory_group, members):
+    """The barrier's nodes do not pile up in ZooKeeper, one per view: acknowledging a new view deletes our
+    acknowledgement of the previous one, and that view's node once nobody else's is left in it."""
+    admin = memory_group.admin
+    memory_group.topic("t", 2)
+    m = members("g", "g_m", modes=BARRIER)
+    m.listener.synced_rebalance()
+    first = m.listener.attempt.barrier_view.id
+    assert admin.exists(layout.barrier_ack_path("g", first, "g_m"))
+    admin.set(layout.topic_path("t"), codecs.encode_topic({p: [1] for p in range(3)}))  # a new view
+    m.listener.synced_rebalance()
+    second = m.listener.attempt.barrier_view.id
+    assert second != first and m.owned() == [("t", 0), ("t", 1), ("t", 2)]
+    assert admin.exists(layout.barrier_ack_path("g", second, "g_m"))
+    assert not admin.exists(layout.barrier_dir("g", first)), "the acknowledgement of the old view stayed"
+
+
+def test_incremental_gains_are_fetched_beside_the_kept_partitions(memory_group, members):
+    """Incremental ownership (docs/modes.md): the fetchers of kept partitions never stop, and what the member
+    gains is fetched as well, not instead."""
+    memory_group.topic("t", 4)
+    register(memory_group.admin, "g", "o", registration({"t": 1}), 1.0)
+    m = members("g", "m", modes=INCREMENTAL)
+    m.listener.synced_rebalance()
+    assert m.listener.fetchers.fetching() == m.owned() == [("t", 0), ("t", 1)]
+    memory_group.admin.delete(layout.registration_path("g", "o"))  # o leaves: m gains t/2 and t/3
+    since = len(m.recorded)
+    m.listener.synced_rebalance()
+    assert m.of("fetchers_stopped", since) == [] and m.of("release", since) == []
+    assert m.listener.fetchers.fetching() == m.owned() == [("t", 0), ("t", 1), ("t", 2), ("t", 3)]
+
+
+def test_incremental_alone_does_not_wait_for_an_owner_node_to_go(memory_group, members):
+    """Waiting for a taken partition's owner node is claim on deletion's; incremental ownership alone meets a
+    taken one as 0.8.2 does: a conflict, then a backoff."""
+    joiner = join_the_race(memory_group, members, INCREMENTAL, 200)
+    assert not joiner.waiting.is_set() and joiner.of("owner_gone") == []
+    assert joiner.results() == ["conflict", "ok"]
+    assert joiner.owned() == [("t", 0)]
+
+
+class StuckFetchers(NoFetchers):
+    """A fetcher that never lets go of a partition it is told to drop (blocked on a full queue the app does not
+    drain): each `remove_partitions` takes its whole bound and fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.never = threading.Event()
+        self.bounds: list[float] = []
+
+    def remove_partitions(self, tps, timeout_s: float) -> bool:
+        self.bounds.append(timeout_s)
+        self.never.wait(timeout_s)
+        return False
+
+
+def test_incremental_falls_back_to_stopping_every_fetcher_when_one_does_not_let_go(memory_group, members):
+    """docs/modes.md: a fetcher that does not let go of a lost partition within a second does not hold the
+    rebalance up; the member stops every fetcher and releases everything, as 0.8.2 does, then claims its share."""
+    memory_group.topic("t", 6)
+    register(memory_group.admin, "g", "o", registration({"t": 1}), 1.0)
+    fetchers = StuckFetchers()
+    m = members("g", "m", modes=INCREMENTAL, fetchers=fetchers)
+    m.start_rebalance()
+    m.finish_rebalance()
+    assert m.owned() == [("t", 0), ("t", 1), ("t", 2)]
+    register(memory_group.admin, "g", "p", registration({"t": 1}), 1.0)  # m loses t/2
+    since = len(m.recorded)
+    m.start_rebalance()
+    m.finish_rebalance()
+    assert m.results(since) == ["ok"]
+    assert m.of("fetchers_stopped", since) == [{"partitions": ["t/0", "t/1", "t/2"]}]
+    assert [r["partition"] for r in m.of("release", since)] == [0, 1, 2]
+    assert m.owned() == [("t", 0), ("t", 1)] and fetchers.fetching() == [("t", 0), ("t", 1)]
+
+
+@pytest.mark.parametrize(("faithful", "named"), [
+    (["g_a", "g_b", "g_c"], "g_a, g_b, g_c"),
+    (["g_a", "g_b", "g_c", "g_d"], "g_a, g_b, g_c, ..."),
+])
+def test_a_barrier_newcomer_refuses_in_one_line_naming_the_setting_and_who_lacks_it(memory_group, members,
+                                                                                     faithful, named):
+    memory_group.topic("t", 2)
+    for name in faithful:
+        register(memory_group.admin, "g", name, registration({"t": 1}), 1.0)
+    m = members("g", "g_m", modes=BARRIER)
+    with pytest.raises(ModeRefusedError) as refused:
+        m.listener.synced_rebalance()
+    assert str(refused.value) == (
+        f"g_m: zkconsumer.consensus.barrier=true needs every member of group g to set it, and {len(faithful)} "
+        f"member(s) do not ({named}): set it on every member, or leave it off on this one")
+
+
+def test_a_barrier_member_owning_nothing_stands_aside_when_a_faithful_member_joins(memory_group, members):
+    """Only a newcomer (owning nothing in its first rebalance) refuses a group with faithful members: one already
+    in the group goes on without the barrier, even when it happens to own nothing (docs/modes.md)."""
+    m = members("g", "g_m", topics={"t": 1}, modes=BARRIER)  # t does not exist yet: nothing to own
+    m.listener.synced_rebalance()
+    assert m.results() == ["ok"] and m.owned() == [] and len(m.of("barrier")) == 1
+    register(memory_group.admin, "g", "g_f", registration({"t": 1}), 1.0)
+    since = len(m.recorded)
+    m.listener.synced_rebalance()
+    assert m.of("barrier_skipped", since) == [{"members": ["g_f"]}]
+    assert m.results(since) == ["ok"] and m.listener.state != "failed"
+
+
+def test_claim_on_deletion_without_a_conflict_sends_the_requests_of_faithful(memory_group, members):
+    """Claim on deletion reads the gained offsets after the claim instead of before it (docs/modes.md), not as
+    well: without a conflict its rebalances, a first one and one after a join, cost what 0.8.2's do."""
+    memory_group.topic("t", 6)
+    spent = {}
+    for name, modes in (("faithful", FAITHFUL), ("claim_on_deletion", CLAIM_ON_DELETION)):
+        m = members(name, "m", modes=modes)
+        before = requests(m)  # the first member's registration also created the parent nodes the second finds
+        m.listener.synced_rebalance()
+        register(memory_group.admin, name, "p", registration({"t": 1}), 1.0)
+        m.listener.synced_rebalance()
+        assert m.results() == ["ok", "ok"] and m.owned() == [("t", 0), ("t", 1), ("t", 2)]
+        assert m.of("owner_gone") == [] and not m.waiting.is_set()
+        spent[name] = {k: v - before.get(k, 0) for k, v in requests(m).items()}
+    assert spent["claim_on_deletion"] == spent["faithful"]

@@ -51,9 +51,12 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Each test's time goes to .zkconsumer/test-report.xml: `benchmarks/suite_durations.py` makes docs/testing.md's
-# per-file table from it.
+# per-file table from it. Two pytest-xdist workers, each unit (a file, or tests/analysis or tests/lesson whole) on one
+# worker and the units that start servers first (tests/work_units.py; docs/testing.md, "Two workers").
+TEST_WORKERS ?= 2
+
 test: jvm lint typecheck
-	$(PY) -m pytest -q --junitxml=.zkconsumer/test-report.xml
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --junitxml=.zkconsumer/test-report.xml
 
 # The quick loop (docs/testing.md, "Tiers"): ruff, the type check and the tests that start no server or other process,
 # no Java needed; under a minute on two cores. `make test` runs everything, as CI does.

@@ -30,7 +30,9 @@ from zkconsumer.lab.runs.servers import LabServers
 from zkconsumer.zookeeper import codecs, layout
 from zkconsumer.zookeeper.client import ZkClient
 
-pytest_plugins = ["pytester"]  # tests/test_tiers.py runs tiny suites in this process
+# pytester: tests/test_tiers.py runs tiny suites in this process; work_units: how `make test` spreads the suite
+# over its workers.
+pytest_plugins = ["pytester", "work_units"]
 
 logging.getLogger("kazoo").setLevel(logging.WARNING)
 

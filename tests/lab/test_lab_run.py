@@ -212,6 +212,11 @@ def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
                  message="the run reached its churn phase")
         os.kill(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        # What the run printed says where its stop hung.
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        raise AssertionError(f"the run did not end within 60 s of Ctrl-C; it printed: {output[-3000:]!r}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

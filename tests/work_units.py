@@ -1,11 +1,11 @@
-"""How `make test` spreads the suite over its pytest-xdist workers (docs/testing.md, "Two workers"): a pytest
+"""How `make test` spreads the suite over its pytest-xdist workers (docs/testing.md, "Workers"): a pytest
 plugin, loaded by tests/conftest.py.
 
 A work unit is one test file, as with xdist's `--dist loadfile`, so a module's fixtures start once and on one
 worker. Two directories are one unit each, because their conftest makes session-scoped results that their files
 share and that cost tens of seconds: the Spark analyses of tests/analysis and the lesson's lab runs of tests/lesson.
-Split over two workers, each would be made twice. The session's servers (tests/conftest.py) are started once per
-worker that needs them: the price of running two at a time.
+Split over the workers, each would make them again. The session's servers (tests/conftest.py) are started once per
+worker that needs them: part of the price of running several at a time.
 
 Units go out in the order the workers collected them, and each worker puts every unit that starts a server or
 another process (a test marked `slow`, `ensemble` or `interop`) before the server-free ones. The long units are

@@ -126,7 +126,19 @@ def test_a_short_run_of_originals_leave_expire_kill_join(tmp_path, shared_lab_se
     # conflict), the leader finder of every member that then owns something reading /brokers/ids and the broker.
     join_at = next(r["ts"] for r in records if r["type"] == "membership" and r["action"] == "join")
     window = [r for r in records if join_at <= r["ts"] <= done]
-    requests = sum(r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "request" for r in window)
+
+    def zk_request(r: dict) -> bool:
+        return r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "request"
+
+    # A leader finder reads /brokers/ids in its own thread after its member's rebalance, so its last read can come
+    # after the run saw the group stable and marked it done (4 ms after, once, among three test workers). Requests
+    # up to the first session the run's stop closes belong to the join, and they can only be such reads; after
+    # that, members rebalance on their way out.
+    stopping = next((r["ts"] for r in records if r["ts"] > done and zk_request(r) and r["op"] == "closeSession"),
+                    float("inf"))
+    late = [r for r in records if done < r["ts"] < stopping and zk_request(r)]
+    assert all(r["op"] in ("getChildren", "getData") and r["path"].startswith("/brokers/ids") for r in late), late
+    requests = sum(zk_request(r) for r in window) + len(late)
     notified = sum(r["type"] == "wire" and r["proto"] == "zk" and r["kind"] == "event" for r in window)
     join_events = [r for r in window if r["type"] == "member_event"]
     assert notified == 1

@@ -203,9 +203,10 @@ def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
     assert "duration = 120.0" in long
     scenario_file.write_text(long)
     out = tmp_path / "out"
+    # PYTHONFAULTHANDLER: a SIGABRT makes the run print every thread's stack before it dies (below).
     proc = subprocess.Popen([sys.executable, "-m", "zkconsumer", "lab", "run", str(scenario_file), "--out", str(out)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         trace = out / "short-r0" / "zk" / "traces" / "run.jsonl"
         wait_for(lambda: trace.exists() and '"phase":"churn"' in trace.read_text(), timeout=60,
@@ -213,10 +214,14 @@ def test_ctrl_c_stops_everything_and_marks_the_run_incomplete(tmp_path):
         os.kill(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        # What the run printed says where its stop hung.
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        raise AssertionError(f"the run did not end within 60 s of Ctrl-C; it printed: {output[-3000:]!r}") from None
+        # Where its stop hangs: every thread's stack, which the fault handler prints on SIGABRT.
+        os.kill(proc.pid, signal.SIGABRT)
+        try:
+            output, _ = proc.communicate(timeout=10)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError("the run did not end within 60 s of Ctrl-C; its output and stacks:\n"
+                             + output[-12000:].decode(errors="replace")) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ from rebalance.listener_types import ModeRefusedError, RebalanceStats
 from rebalance.opt_in import view_id
 from rebalance.subscription import Registration
 from zkconsumer.zookeeper import layout
-from zkconsumer.zookeeper.group import ZkGroupStore
+from zkconsumer.zookeeper.group import ZkGroupStore, read_group_snapshot
 from zkconsumer.zookeeper.memory import MemoryZkClient
 
 STICKY = {"partition_assignment_strategy": "sticky"}
@@ -44,8 +44,18 @@ def moved(before: dict, after: dict) -> int:
 
 
 def settle(memory_group, members, strategy: str = "sticky") -> dict:
+    """Settled owners, every member owning and idle, and every member's last view made of the members registered
+    now. Owners alone are not enough: a member whose partitions the new view leaves with it owns them before it has
+    read that view, and its listener can still have that rebalance ahead of it (seen once, among three test
+    workers). Members, not registrations: a writer back under a new session registers anew with the same
+    subscription, which the others need not read again."""
+    def read_by_all() -> bool:
+        registered = set(read_group_snapshot(memory_group.admin, "g").registrations)
+        return all(set(m.listener.last_registrations) == registered for m in members)
+
     wait_for(lambda: memory_group.settled("g", strategy) and all(m.state == "owning" for m in members)
-             and all(m.zk.wait_idle(1) for m in members), timeout=WAIT_S, message=f"settled on {strategy}")
+             and all(m.zk.wait_idle(1) for m in members) and read_by_all(), timeout=WAIT_S,
+             message=f"settled on {strategy}")
     return memory_group.owners("g")
 
 

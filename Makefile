@@ -51,10 +51,10 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Each test's time goes to .zkconsumer/test-report.xml: `benchmarks/suite_durations.py` makes docs/testing.md's
-# per-file table from it. Three pytest-xdist workers on two cores (the suite waits more than it computes), each unit (a
-# file, or tests/analysis or tests/lesson whole) on one worker, the units that start servers first (tests/work_units.py;
-# docs/testing.md, "Workers").
-TEST_WORKERS ?= 3
+# per-file table from it. Two pytest-xdist workers (the suite waits more than it computes), each unit (a file, or
+# tests/analysis or tests/lesson whole) on one worker, the units that start servers first (tests/work_units.py;
+# docs/testing.md, "Workers", which says why not three).
+TEST_WORKERS ?= 2
 
 test: jvm lint typecheck
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --junitxml=.zkconsumer/test-report.xml

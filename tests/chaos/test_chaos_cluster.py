@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import unique
 
 from zkconsumer.embedded.process import is_running, port_open, wait_until
 from zkconsumer.lab.chaos.campaign import Campaign, CampaignSettings
@@ -171,7 +172,10 @@ def test_a_short_campaign_on_these_servers_holds_its_invariants_and_is_judged_ag
     on the history, which must give the same verdict each time (the checkers are a function of the history)."""
     kinds = ("member_kill", "session_expiry", "malformed_registration")
     lines: list[str] = []
-    settings = CampaignSettings(3, 2, members=2, partitions=4, rate=50, kinds=kinds)
+    # A topic and group of its own: a campaign creates its topic, and a second one on these servers (--repeat,
+    # docs/testing.md) would find it there.
+    settings = CampaignSettings(3, 2, members=2, partitions=4, rate=50, kinds=kinds, topic=unique("chaos-stream"),
+                                group=unique("chaos-stream"))
     run_dir = Campaign(settings, tmp_path / "campaign", progress=lines.append, cluster=cluster).execute()
     assert sum("re-converged" in line for line in lines) == 3, lines  # one progress line per fault
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -201,7 +205,7 @@ def test_a_short_campaign_with_every_opt_in_mode_on_holds_its_invariants(cluster
     back to a group that moved on: incremental must not keep what it no longer owns) and a ZooKeeper cut."""
     kinds = ("member_kill", "member_pause", "member_zk_cut")
     settings = CampaignSettings(3, 5, members=3, partitions=6, rate=50, kinds=kinds, mode="all",
-                                topic="chaos-modes", group="chaos-modes")
+                                topic=unique("chaos-modes"), group=unique("chaos-modes"))
     assert settings.properties["zkconsumer.consensus.barrier"] == "true"
     run_dir = Campaign(settings, tmp_path / "campaign", progress=lambda _line: None, cluster=cluster).execute()
     manifest = json.loads((run_dir / "manifest.json").read_text())
